@@ -1,0 +1,110 @@
+"""`build.py plan`: check that the GPU memory caps of compose services or Kubernetes
+pods add up on every GPU they share (see docs/scale.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tfgpu_kit import log
+from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
+from tfgpu_kit.plan import budget, nvml, options, report, sources
+
+NAME = "plan"
+HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"
+DEFAULT_OVERHEAD = "500MiB"
+
+DESCRIPTION = """\
+Read compose files or Kubernetes manifests, find which services or pods land on
+which GPU, and add up their caps (TF_GPU_MEM_LIMIT, TF_GPU_VIRTUAL_DEVICES,
+percentages of the card) plus a CUDA context per process, which TensorFlow's
+allocator does not count. Exits 1 when a GPU is over-committed, when a
+process on a shared GPU has no cap, or when something that decides the answer
+cannot be read from the files (${VAR} interpolation, env_file, Secrets)."""
+
+EPILOG = """\
+examples:
+  build.py plan compose.yaml --gpu-memory 16GiB
+  build.py plan k8s/*.yaml --gpu-memory 40GiB --time-slicing 4 --json
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="compose files or Kubernetes manifests"
+    )
+    parser.add_argument(
+        "--gpu-memory",
+        metavar="SIZE",
+        help="memory of each GPU, e.g. 16GiB or 16384 (MiB); default: read through NVML",
+    )
+    parser.add_argument(
+        "--context-overhead",
+        metavar="SIZE",
+        default=DEFAULT_OVERHEAD,
+        help="CUDA context memory per process and GPU, outside any cap "
+        f"(default {DEFAULT_OVERHEAD})",
+    )
+    parser.add_argument(
+        "--gpu-count",
+        metavar="N",
+        help="GPUs on the host, for `count: all` and NVIDIA_VISIBLE_DEVICES=all (default: NVML)",
+    )
+    parser.add_argument(
+        "--time-slicing",
+        metavar="REPLICAS",
+        help="the device plugin shares each nvidia.com/gpu as REPLICAS time slices "
+        "(default: from a time-slicing ConfigMap in the input; else GPUs are exclusive)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="include compose services of this profile (repeatable)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of a table"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    overhead = options.size_mib("--context-overhead", args.context_overhead, "500MiB")
+    found = nvml.gpu_memory()
+    if args.gpu_memory is not None:
+        memory = budget.GpuMemory(options.size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
+    elif found:
+        memory = budget.GpuMemory(max(found.values()), found)
+    else:
+        raise UsageError(
+            "--gpu-memory is needed: no NVIDIA driver (NVML) here to read the GPUs' memory",
+            hint="give the memory of each GPU, e.g. --gpu-memory 16GiB",
+        )
+    if args.gpu_count is not None:
+        host_gpus: list[str] | None = [
+            str(i) for i in range(options.count("--gpu-count", args.gpu_count, "2"))
+        ]
+    elif found:
+        host_gpus = sorted((k for k in found if k.isdigit()), key=int)
+    else:
+        host_gpus = None
+    slices = (
+        None
+        if args.time_slicing is None
+        else options.count("--time-slicing", args.time_slicing, "4")
+    )
+    inputs = sources.load(
+        args.files, host_gpus=host_gpus, time_slicing=slices, profiles=args.profile
+    )
+    budgets, problems = budget.build(inputs.workloads, memory=memory, overhead_mib=overhead)
+    if args.json:
+        text = report.as_json(
+            budgets, problems, inputs.notes, overhead_mib=overhead, memory_mib=memory.default_mib
+        )
+        sys.stdout.write(text + "\n")
+    else:
+        report.print_text(log.stdout, budgets, problems, inputs.notes)
+    return EXIT_FAILED if any(p.severity == "error" for p in problems) else EXIT_OK

@@ -1,0 +1,306 @@
+"""Place workloads on GPUs, add up caps plus CUDA context overhead, and judge.
+
+One GPU on a host is shared by every process whose GPUs include it. On
+Kubernetes, a whole `nvidia.com/gpu` is never shared between pods; with
+time-slicing, the scheduler may put any R slices of a pool on one physical GPU,
+so the budget checks the worst case: the R largest demands together."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tfgpu.errors import ConfigError
+
+from tfgpu_kit.plan import caps as caps_mod
+from tfgpu_kit.plan.envvars import CAP_VARIABLES
+from tfgpu_kit.plan.model import Placement, Problem, Workload
+
+SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """The memory of each GPU: NVML's figure for a known id, else the --gpu-memory value."""
+
+    default_mib: float
+    known: Mapping[str, float] = field(default_factory=dict)
+
+    def of(self, gpu: str) -> float:
+        return self.known.get(gpu, self.default_mib)
+
+
+@dataclass
+class Entry:
+    who: str
+    source: str
+    instances: int  # replicas (or time-sliced pods) of this workload on the GPU
+    processes: int  # TensorFlow processes per instance
+    cap_mib: float | None  # per process; None = no cap: the process may take the whole card
+    overhead_mib: float  # per process (CUDA context)
+    growth: bool | None = None
+    fix_hint: str = ""
+
+    @property
+    def count(self) -> int:
+        return self.instances * self.processes
+
+    @property
+    def demand_mib(self) -> float | None:
+        """Per instance."""
+        if self.cap_mib is None:
+            return None
+        return self.processes * (self.cap_mib + self.overhead_mib)
+
+    @property
+    def total_mib(self) -> float | None:
+        demand = self.demand_mib
+        return None if demand is None else self.instances * demand
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "who": self.who,
+            "source": self.source,
+            "instances": self.instances,
+            "processes_per_instance": self.processes,
+            "cap_mib": self.cap_mib,
+            "overhead_mib": self.overhead_mib,
+            "total_mib": self.total_mib,
+        }
+
+
+@dataclass
+class GpuBudget:
+    gpu: str  # a host GPU id, or a description of a Kubernetes GPU
+    sharing: str  # "host", "exclusive" or "time-sliced ×R (worst case)"
+    memory_mib: float
+    entries: list[Entry] = field(default_factory=list)
+    not_shown: int = 0  # time-sliced pods in the pool outside the worst case
+
+    @property
+    def processes(self) -> int:
+        return sum(e.count for e in self.entries)
+
+    @property
+    def uncapped(self) -> list[Entry]:
+        return [e for e in self.entries if e.cap_mib is None]
+
+    @property
+    def committed_mib(self) -> float:
+        """Caps plus overheads of the capped processes, and the overhead of the rest."""
+        return sum(
+            e.total_mib if e.total_mib is not None else e.count * e.overhead_mib
+            for e in self.entries
+        )
+
+    @property
+    def headroom_mib(self) -> float | None:
+        return None if self.uncapped else self.memory_mib - self.committed_mib
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "gpu": self.gpu,
+            "sharing": self.sharing,
+            "memory_mib": self.memory_mib,
+            "processes": self.processes,
+            "committed_mib": self.committed_mib,
+            "headroom_mib": self.headroom_mib,
+            "uncapped": [e.who for e in self.uncapped],
+            "not_shown": self.not_shown,
+            "entries": [e.as_dict() for e in self.entries],
+        }
+
+
+def build(
+    workloads: Sequence[Workload], *, memory: GpuMemory, overhead_mib: float
+) -> tuple[list[GpuBudget], list[Problem]]:
+    host: dict[str, GpuBudget] = {}
+    exclusive: list[GpuBudget] = []
+    pools: dict[str, tuple[int, list[Entry]]] = {}
+    problems: list[Problem] = []
+    for workload in workloads:
+        if workload.replicas == 0:
+            continue
+        if not _resolvable(workload, problems):
+            continue
+        gpus = workload.gpus
+        totals = (
+            [memory.of(g) for g in gpus.host_gpus]
+            if gpus.placement is Placement.HOST
+            else [memory.default_mib] * gpus.count
+        )
+        try:
+            caps = caps_mod.resolve(workload.env, totals)
+        except ConfigError as error:
+            problems.append(
+                Problem(
+                    "error",
+                    workload.who,
+                    str(error),
+                    f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)",
+                )
+            )
+            continue
+        problems.extend(Problem("warning", workload.who, w, "") for w in caps.warnings)
+        for index, cap in enumerate(caps.per_gpu):
+            entry = Entry(
+                workload.who,
+                workload.source,
+                instances=workload.replicas,
+                processes=workload.processes,
+                cap_mib=cap,
+                overhead_mib=overhead_mib,
+                growth=caps.growth,
+                fix_hint=workload.fix_hint,
+            )
+            if gpus.placement is Placement.HOST:
+                gpu = gpus.host_gpus[index]
+                host.setdefault(gpu, GpuBudget(gpu, "host", memory.of(gpu))).entries.append(entry)
+            elif gpus.placement is Placement.EXCLUSIVE:
+                # Every replica gets GPUs of its own: judge one replica's processes.
+                entry.instances = 1
+                label = workload.who + (f" #{index}" if gpus.count > 1 else "")
+                exclusive.append(
+                    GpuBudget(label, f"exclusive {gpus.resource}", totals[index], [entry])
+                )
+            else:
+                _, pool = pools.setdefault(gpus.resource, (gpus.slices_per_gpu, []))
+                pool.append(entry)
+    budgets = [host[k] for k in sorted(host, key=_gpu_order)] + exclusive
+    budgets += [
+        _worst_case(resource, slices, entries, memory.default_mib)
+        for resource, (slices, entries) in sorted(pools.items())
+    ]
+    for budget in budgets:
+        problems.extend(_judge(budget))
+    return budgets, problems
+
+
+def _gpu_order(gpu: str) -> tuple[int, int, str]:
+    return (0, int(gpu), "") if gpu.isdigit() else (1, 0, gpu)
+
+
+def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
+    """Report what the files do not say; False when the workload cannot be budgeted."""
+    ok = True
+    if workload.gpus.placement is Placement.UNKNOWN:
+        problems.append(
+            Problem(
+                "error",
+                workload.who,
+                f"which GPUs it uses is unknown: {workload.gpus.reason}",
+                "name the GPUs in the file (device_ids, NVIDIA_VISIBLE_DEVICES, "
+                "nvidia.com/gpu limits)",
+            )
+        )
+        ok = False
+    has_cap = any(name in workload.env for name in CAP_VARIABLES)
+    for item in workload.unresolved:
+        if item.what in (*CAP_VARIABLES, "TF_GPU_CONFIG") or (
+            item.what in ("env_file", "envFrom") and not has_cap
+        ):
+            problems.append(
+                Problem(
+                    "error",
+                    workload.who,
+                    f"its cap is unknown: {item.what}: {item.why}",
+                    f"set TF_GPU_MEM_LIMIT with a literal value in {workload.fix_hint}",
+                )
+            )
+            ok = False
+        elif item.what in ("replicas", "parallelism", "io.tfgpu.processes"):
+            problems.append(
+                Problem(
+                    "error",
+                    workload.who,
+                    f"how many run at once is unknown: {item.what} {item.why}",
+                    "give a literal number",
+                )
+            )
+        elif item.what not in ("env_file", "envFrom"):
+            problems.append(Problem("warning", workload.who, f"{item.what}: {item.why}", ""))
+    return ok
+
+
+def _worst_case(resource: str, slices: int, entries: list[Entry], memory_mib: float) -> GpuBudget:
+    """The `slices` largest per-pod demands of a time-sliced pool, on one GPU. An uncapped
+    pod counts as the largest (it may take the whole card)."""
+    ranked = sorted(
+        ((e, i) for e in entries for i in range(e.instances)),
+        key=lambda pair: -(pair[0].demand_mib if pair[0].demand_mib is not None else math.inf),
+    )
+    chosen: dict[int, Entry] = {}
+    for entry, _ in ranked[:slices]:
+        taken = chosen.get(id(entry))
+        if taken is None:
+            chosen[id(entry)] = dataclasses.replace(entry, instances=1)
+        else:
+            taken.instances += 1
+    label = f"any {resource}"
+    budget = GpuBudget(
+        label, f"time-sliced ×{slices} (worst case)", memory_mib, list(chosen.values())
+    )
+    budget.not_shown = max(0, len(ranked) - slices)
+    return budget
+
+
+def _judge(budget: GpuBudget) -> list[Problem]:
+    problems: list[Problem] = []
+    where = f"GPU {budget.gpu}" if budget.sharing == "host" else budget.gpu
+    shared = budget.processes > 1
+    capped_committed = budget.committed_mib
+    if shared:
+        uncapped_processes = sum(e.count for e in budget.uncapped)
+        room = budget.memory_mib - capped_committed
+        suggestion = (
+            math.floor(room / max(uncapped_processes, 1) / SUGGESTION_STEP_MIB)
+            * SUGGESTION_STEP_MIB
+        )
+        for entry in budget.uncapped:
+            growth = (
+                " (TF_GPU_MEMORY_GROWTH alone is not a cap: it grows until the card is full)"
+                if entry.growth
+                else ""
+            )
+            example = (
+                f"e.g. TF_GPU_MEM_LIMIT={suggestion} (what is left after the others' caps and "
+                "contexts)"
+                if suggestion > 0
+                else "and lower the others' caps: nothing is left"
+            )
+            problems.append(
+                Problem(
+                    "error",
+                    entry.who,
+                    f"has no memory cap on {where}, shared by {budget.processes} TensorFlow "
+                    f"processes: it would take the whole card{growth}",
+                    f"set TF_GPU_MEM_LIMIT in {entry.fix_hint}, {example}",
+                )
+            )
+    if not budget.uncapped and capped_committed > budget.memory_mib:
+        over = capped_committed - budget.memory_mib
+        processes = budget.processes
+        fix = (
+            f"lower the caps by {_mib(over)} MiB in total, or move a workload to another GPU"
+            if budget.sharing == "host" or budget.sharing.startswith("exclusive")
+            else f"lower the caps so that any {sum(e.instances for e in budget.entries)} of these "
+            "pods fit on one GPU, or lower the time-slicing replicas"
+        )
+        context = _mib(budget.entries[0].overhead_mib)
+        problems.append(
+            Problem(
+                "error",
+                ", ".join(e.who for e in budget.entries),
+                f"{where} is over-committed: {_mib(capped_committed)} MiB of "
+                f"{_mib(budget.memory_mib)} MiB "
+                f"(caps plus {processes} × {context} MiB CUDA context)",
+                fix,
+            )
+        )
+    return problems
+
+
+def _mib(value: float) -> str:
+    return f"{value:.0f}"

@@ -1,0 +1,39 @@
+"""Which environment variables matter to a plan, and whether a value is known.
+
+A value is unknown when the orchestrator fills it in at deploy time: compose
+interpolates `${VAR}`/`$VAR` from the shell, Kubernetes expands `$(VAR)`. The plan
+reports such values instead of guessing what they will be."""
+
+from __future__ import annotations
+
+import re
+
+# Variables that decide a process's GPUs or caps. Everything else is ignored, so an
+# interpolated password or token never makes a plan fail.
+GPU_SELECTION = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+CAP_VARIABLES = ("TF_GPU_MEM_LIMIT", "TF_GPU_VIRTUAL_DEVICES")
+
+
+def relevant(name: str) -> bool:
+    return name.startswith("TF_") or name in GPU_SELECTION
+
+
+# `$$` is compose's escape for a literal dollar; `$NAME` and `${…}` interpolate.
+_COMPOSE_INTERPOLATION = re.compile(r"(?<!\$)(?:\$\$)*\$(?:\{|[A-Za-z_])")
+# Kubernetes expands `$(NAME)`; `$$(NAME)` is the escape.
+_KUBE_REFERENCE = re.compile(r"(?<!\$)(?:\$\$)*\$\([A-Za-z_][A-Za-z0-9_.-]*\)")
+
+
+def compose_interpolated(value: str) -> bool:
+    return bool(_COMPOSE_INTERPOLATION.search(value))
+
+
+def kube_interpolated(value: str) -> bool:
+    return bool(_KUBE_REFERENCE.search(value))
+
+
+def scalar_text(value: object) -> str:
+    """YAML scalars as compose passes them to a container (true → "true", 6144 → "6144")."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

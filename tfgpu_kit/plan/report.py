@@ -1,0 +1,103 @@
+"""Print a plan: a per-GPU table (rich) or one JSON object, both on stdout."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tfgpu_kit.plan.budget import GpuBudget
+from tfgpu_kit.plan.model import Problem
+
+
+def as_json(
+    budgets: Sequence[GpuBudget],
+    problems: Sequence[Problem],
+    notes: Sequence[str],
+    *,
+    overhead_mib: float,
+    memory_mib: float,
+) -> str:
+    errors = [p for p in problems if p.severity == "error"]
+    return json.dumps(
+        {
+            "ok": not errors,
+            "gpu_memory_mib": memory_mib,
+            "context_overhead_mib": overhead_mib,
+            "gpus": [b.as_dict() for b in budgets],
+            "problems": [p.as_dict() for p in problems],
+            "notes": list(notes),
+        },
+        indent=2,
+    )
+
+
+def _mib(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def table(budget: GpuBudget) -> Table:
+    """One GPU: who is on it, their caps and contexts, the sum and the headroom (MiB)."""
+    where = f"GPU {budget.gpu}" if budget.sharing == "host" else budget.gpu
+    sharing = "shared on the host" if budget.sharing == "host" else budget.sharing
+    out = Table(title=f"{where}: {_mib(budget.memory_mib)} MiB, {sharing}", title_justify="left")
+    out.add_column("who", overflow="fold")
+    for name in ("procs", "cap MiB", "context MiB", "total MiB"):
+        out.add_column(name, justify="right", no_wrap=True)
+    for entry in budget.entries:
+        out.add_row(
+            entry.who,
+            str(entry.count),
+            "none" if entry.cap_mib is None else _mib(entry.cap_mib),
+            _mib(entry.overhead_mib),
+            _mib(entry.total_mib),
+        )
+    headroom = budget.headroom_mib
+    if headroom is None:
+        verdict = (
+            Text("whole card", style="green")
+            if budget.processes == 1
+            else Text("uncapped", style="red")
+        )
+    else:
+        verdict = Text(f"headroom {_mib(headroom)}", style="green" if headroom >= 0 else "red")
+    extra = f" (+{budget.not_shown} more pods in the pool)" if budget.not_shown else ""
+    out.add_section()
+    out.add_row(
+        Text(f"sum{extra}", style="bold"),
+        str(budget.processes),
+        "",
+        "",
+        Text(_mib(budget.committed_mib), style="bold"),
+    )
+    out.add_row(verdict, "", "", "", "")
+    return out
+
+
+def print_text(
+    console: Console,
+    budgets: Sequence[GpuBudget],
+    problems: Sequence[Problem],
+    notes: Sequence[str],
+) -> None:
+    for budget in budgets:
+        console.print(table(budget))
+    if not budgets:
+        console.print("No workload in the input uses a GPU.")
+    for note in notes:
+        console.print(Text(f"note: {note}", style="dim"))
+    for problem in problems:
+        mark, style = ("✗", "red") if problem.severity == "error" else ("!", "yellow")
+        console.print(Text(f"{mark} {problem.who}: {problem.what}", style=style))
+        if problem.fix:
+            console.print(f"    fix: {problem.fix}", markup=False, highlight=False)
+    errors = sum(p.severity == "error" for p in problems)
+    verdict = (
+        Text(f"plan fails: {errors} error(s)", style="bold red")
+        if errors
+        else Text(f"plan OK: {len(budgets)} GPU budget(s) fit", style="bold green")
+    )
+    console.print(verdict)

@@ -1,0 +1,80 @@
+"""Load the files given to `plan` and hand each to the right reader.
+
+A file is a compose file when its (single) document has `services:`; otherwise
+every document must be a Kubernetes object (multi-document YAML, `kind: List`).
+ConfigMaps are gathered from all manifests first, so a time-slicing config or an
+`envFrom` ConfigMap may sit in another file than the pods that use it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfgpu_kit.errors import UsageError
+from tfgpu_kit.plan import compose, kube
+from tfgpu_kit.plan.model import Workload
+
+
+@dataclass
+class Inputs:
+    workloads: list[Workload] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load(
+    paths: Sequence[str],
+    *,
+    host_gpus: Sequence[str] | None,
+    time_slicing: int | None,
+    profiles: Sequence[str] = (),
+) -> Inputs:
+    inputs = Inputs()
+    cluster = kube.Cluster()
+    if time_slicing is not None:
+        for resource in (kube.GPU_RESOURCE_PREFIX, kube.GPU_RESOURCE_PREFIX + ".shared"):
+            cluster.slices[resource] = time_slicing
+    manifests: list[tuple[str, list[Any]]] = []
+    for path in paths:
+        docs = _documents(path)
+        if len(docs) == 1 and compose.is_compose(docs[0]):
+            found, notes = compose.read(
+                docs[0], source=path, host_gpus=host_gpus, profiles=profiles
+            )
+            inputs.workloads += found
+            inputs.notes += notes
+            continue
+        objects = kube.flatten(docs)
+        if not objects:
+            raise UsageError(
+                f"{path}: neither a compose file (no top-level 'services:') nor Kubernetes "
+                "manifests (no document with 'apiVersion' and 'kind')",
+                hint="pass compose files (compose.yaml) or manifests (kubectl-style YAML)",
+            )
+        kube.survey(objects, source=path, cluster=cluster)
+        manifests.append((path, objects))
+    for path, objects in manifests:
+        inputs.workloads += kube.read(objects, source=path, cluster=cluster)
+    inputs.notes += cluster.notes
+    if len(paths) > 1:
+        for workload in inputs.workloads:
+            workload.who = f"{Path(workload.source).name}:{workload.who}"
+    return inputs
+
+
+def _documents(path: str) -> list[Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise UsageError(
+            f"{path}{line} is not valid YAML: {getattr(error, 'problem', error)}"
+        ) from None
