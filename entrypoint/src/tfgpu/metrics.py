@@ -1,0 +1,276 @@
+"""Prometheus metrics from the user's own TensorFlow process (TF_GPU_METRICS_PORT=PORT).
+
+The hook calls `start_from_environment(settings)` right after it configured TensorFlow.
+That starts prometheus-client's HTTP server on a daemon thread; each scrape reads:
+
+- `tfgpu_config_info`: what the environment asked for (cap, split, growth, allocator, pid);
+- `tfgpu_tensorflow_initialized`: 1 once TensorFlow's runtime is up in this process;
+- per logical device, only once the runtime is up: `tfgpu_device_memory_in_use_bytes`,
+  `tfgpu_device_memory_peak_bytes` (tf.config.experimental.get_memory_info) and, for logical
+  GPUs with a cap, `tfgpu_device_memory_limit_bytes`;
+- `tfgpu_memory_growth_enabled` (0/1; absent when not set);
+- where NVML sees a driver, per card: `tfgpu_gpu_memory_total_bytes`, `tfgpu_gpu_memory_used_bytes`
+  (all processes on the card, not only this one);
+- prometheus-client's `process_*` figures (resident memory, CPU seconds…).
+
+Never initialise TensorFlow's runtime early: `get_memory_info` and `list_logical_devices`
+call `context.ensure_initialized()`, after which logical devices, growth and visible
+devices can no longer be changed, so a scrape that arrived before the user's first op would
+freeze (or break) their configuration. A scrape therefore reads device figures only when
+the eager context's `_initialized` flag is already true: it is the very flag
+`ensure_initialized()` tests before doing anything, and it is set last, under the context's
+lock, after the runtime exists, so once it reads true these calls initialise nothing.
+
+Several processes in one container: one port, one process. The first process that imports
+TensorFlow binds the port; any other finds it taken, warns once and runs unmonitored.
+A process forked from the one that serves (a pre-forking server) closes its inherited copy of
+the listening socket, so the port never outlives the server. Give processes different ports
+(TF_GPU_METRICS_PORT per worker) to see each one.
+
+Standard library only at import time; prometheus-client is imported only when the variable
+is set, and a missing package, a bad or taken port give one warning and the program runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
+
+    from tfgpu.settings import Settings
+
+VARIABLE = "TF_GPU_METRICS_PORT"
+# DCGM exporter listens on 9400; the kit's default example port sits next to it.
+EXAMPLE_PORT = 9401
+_MIB = 1 << 20
+
+_lock = threading.Lock()
+_state: Dict[str, Any] = {"attempted": False, "server": None, "port": None}
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"tfgpu: warning: metrics: {message}\n")
+
+
+def parse_port(value: str) -> Optional[int]:
+    """A TCP port 1-65535, or None (port 0 would pick a random port nobody can scrape)."""
+    text = value.strip()
+    if text.isdigit() and 1 <= int(text) <= 65535:
+        return int(text)
+    return None
+
+
+def start_from_environment(
+    settings: Optional[Settings] = None, environ: Optional[Mapping[str, str]] = None
+) -> bool:
+    """Serve metrics on TF_GPU_METRICS_PORT, once per process. Never raises; returns
+    whether this process serves."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(VARIABLE, "")
+    if not raw.strip():
+        return False
+    with _lock:
+        if _state["attempted"]:  # a second call (or a failed bind) does not retry or re-warn
+            return _state["server"] is not None
+        _state["attempted"] = True
+    port = parse_port(raw)
+    if port is None:
+        _warn(
+            f"{VARIABLE}={raw!r} is not valid: accepted: a TCP port from 1 to 65535; "
+            f"example: {VARIABLE}={EXAMPLE_PORT}. No metrics are served; the program runs."
+        )
+        return False
+    try:
+        import prometheus_client
+    except ImportError:
+        _warn(
+            f"{VARIABLE} is set but prometheus-client is not installed "
+            "(pip install 'tfgpu[metrics]'). No metrics are served; the program runs."
+        )
+        return False
+    try:
+        return _serve(prometheus_client, port, settings, environ)
+    except OSError as e:
+        _warn(
+            f"cannot listen on port {port} ({e.strerror or e}); another process in this "
+            f"container may already serve it. This process (pid {os.getpid()}) is not "
+            f"monitored; give it its own {VARIABLE} to see it. The program runs."
+        )
+    except Exception as e:  # never let monitoring break the user's program
+        _warn(f"could not start ({type(e).__name__}: {e}); the program runs.")
+    return False
+
+
+def _serve(
+    prometheus_client: Any, port: int, settings: Optional[Settings], environ: Mapping[str, str]
+) -> bool:
+    registry = prometheus_client.CollectorRegistry(auto_describe=False)
+    registry.register(TensorFlowCollector(_config_labels(settings, environ)))
+    prometheus_client.ProcessCollector(registry=registry)
+    result = prometheus_client.start_http_server(port, registry=registry)
+    # prometheus-client >= 0.17 returns (server, thread); older versions return None.
+    server = result[0] if isinstance(result, tuple) else None
+    with _lock:
+        _state["server"] = server if server is not None else True
+        _state["port"] = port
+    if server is not None and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_close_inherited_socket)
+    return True
+
+
+def _close_inherited_socket() -> None:
+    """In a forked child: the serving thread did not survive the fork, but the listening
+    socket did; close the child's copy so the port is free once the parent exits."""
+    server = _state.get("server")
+    socket = getattr(server, "socket", None)
+    if socket is not None:
+        with contextlib.suppress(OSError):
+            socket.close()
+    _state["server"] = None
+
+
+def _config_labels(settings: Optional[Settings], environ: Mapping[str, str]) -> Dict[str, str]:
+    def source(name: str) -> str:
+        if settings is not None and name in settings.sources:
+            return settings.sources[name].value
+        return environ.get(name, "")
+
+    return {
+        "memory_limit": source("TF_GPU_MEM_LIMIT"),
+        "virtual_devices": source("TF_GPU_VIRTUAL_DEVICES"),
+        "memory_growth": source("TF_GPU_MEMORY_GROWTH"),
+        "allocator": source("TF_GPU_ALLOCATOR"),
+        "pid": str(os.getpid()),
+    }
+
+
+def runtime_initialized() -> bool:
+    """True once TensorFlow's eager context exists and is initialised (see the module doc).
+    Imports nothing: without TensorFlow already imported the answer is False."""
+    context_module = sys.modules.get("tensorflow.python.eager.context")
+    if context_module is None:
+        return False
+    context = getattr(context_module, "context_safe", lambda: None)()
+    return bool(getattr(context, "_initialized", False))
+
+
+class TensorFlowCollector:
+    """A prometheus-client custom collector; every figure is read at scrape time."""
+
+    def __init__(self, config: Dict[str, str]) -> None:
+        self._config = config
+        self._nvml_absent = False
+        self._warned: Set[str] = set()
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+
+        info = InfoMetricFamily("tfgpu_config", "TensorFlow memory settings this process asked for")
+        info.add_metric([], self._config)
+        yield info
+        initialized = runtime_initialized()
+        yield GaugeMetricFamily(
+            "tfgpu_tensorflow_initialized",
+            "1 once TensorFlow's runtime is up in this process (device figures appear then)",
+            value=1 if initialized else 0,
+        )
+        growth = os.environ.get(
+            "TF_FORCE_GPU_ALLOW_GROWTH"
+        )  # set by the kit from TF_GPU_MEMORY_GROWTH
+        if growth in ("true", "false"):
+            yield GaugeMetricFamily(
+                "tfgpu_memory_growth_enabled",
+                "1 when TensorFlow allocates GPU memory on demand (up to the cap, if any)",
+                value=1 if growth == "true" else 0,
+            )
+        if initialized:
+            yield from self._guarded("tensorflow", self._devices, GaugeMetricFamily)
+        if not self._nvml_absent:
+            yield from self._guarded("nvml", self._cards, GaugeMetricFamily)
+
+    def _guarded(self, part: str, read: Any, family: Any) -> Iterator[Any]:
+        """A failing source leaves its metrics out (one warning), never the whole scrape."""
+        try:
+            metrics = list(read(family))
+        except Exception as e:
+            if part not in self._warned:
+                self._warned.add(part)
+                _warn(f"reading {part} figures failed ({type(e).__name__}: {e}); left out")
+            return
+        yield from metrics
+
+    def _devices(self, family: Any) -> Iterator[Any]:
+        tf = sys.modules["tensorflow"]
+        labels = ["device", "device_type"]
+        in_use = family(
+            "tfgpu_device_memory_in_use_bytes",
+            "Bytes TensorFlow has allocated on the device now (get_memory_info 'current')",
+            labels=labels,
+        )
+        peak = family(
+            "tfgpu_device_memory_peak_bytes",
+            "Most bytes TensorFlow has had allocated on the device at once ('peak')",
+            labels=labels,
+        )
+        for device in tf.config.list_logical_devices():
+            if device.device_type not in ("GPU", "CPU"):
+                continue
+            stats = tf.config.experimental.get_memory_info(device.name)
+            in_use.add_metric([device.name, device.device_type], float(stats["current"]))
+            peak.add_metric([device.name, device.device_type], float(stats["peak"]))
+        yield in_use
+        yield peak
+        limits = _logical_gpu_limits(tf)
+        if limits:
+            limit = family(
+                "tfgpu_device_memory_limit_bytes",
+                "The memory cap of a logical GPU as configured in TensorFlow",
+                labels=["device"],
+            )
+            for name, mib in limits:
+                limit.add_metric([name], mib * _MIB)
+            yield limit
+
+    def _cards(self, family: Any) -> Iterator[Any]:
+        from tfgpu import nvml
+
+        report = nvml.query()
+        if report.driver_present is False or not report.found:
+            self._nvml_absent = report.driver_present is False  # no driver will not appear later
+            return
+        labels = ["gpu", "uuid", "name"]
+        total = family(
+            "tfgpu_gpu_memory_total_bytes", "Total memory of the card (NVML)", labels=labels
+        )
+        used = family(
+            "tfgpu_gpu_memory_used_bytes",
+            "Memory in use on the card by all processes (NVML)",
+            labels=labels,
+        )
+        for gpu in report.gpus:
+            key = [str(gpu.index), gpu.uuid, gpu.name]
+            total.add_metric(key, gpu.total_mib * _MIB)
+            used.add_metric(key, (gpu.total_mib - gpu.free_mib) * _MIB)
+        yield total
+        yield used
+
+
+def _logical_gpu_limits(tf: Any) -> List[Tuple[str, float]]:
+    """(logical device name, cap in MiB) from the configuration TensorFlow holds. Logical GPUs
+    are numbered across the physical GPUs in order; reading the configuration initialises
+    nothing."""
+    out: List[Tuple[str, float]] = []
+    index = 0
+    for physical in tf.config.list_physical_devices("GPU"):
+        configs = tf.config.get_logical_device_configuration(physical) or [None]
+        for config in configs:
+            limit = getattr(config, "memory_limit", None)
+            if limit is not None:
+                out.append((f"/device:GPU:{index}", float(limit)))
+            index += 1
+    return out
