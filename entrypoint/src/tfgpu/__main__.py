@@ -1,0 +1,5 @@
+"""`python -m tfgpu …` works the same as the `tfgpu` console script."""
+
+from tfgpu.cli import main
+
+raise SystemExit(main())

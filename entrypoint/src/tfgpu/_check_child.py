@@ -1,0 +1,68 @@
+"""Run by `tfgpu check` in a child Python: import TensorFlow, apply the plan, report.
+
+A child, because importing TensorFlow and initialising its runtime cannot be undone and
+takes seconds; the parent stays light and survives a crash here. Prints one JSON line
+prefixed with MARK on stdout (TensorFlow may print other things).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, Dict
+
+MARK = "TFGPU-CHECK-JSON "
+
+
+def main() -> int:
+    out: Dict[str, Any] = {
+        "tensorflow": {"importable": False, "version": None, "is_cuda_build": False,
+                       "cuda_version": None, "cudnn_version": None, "error": None},
+        "build_info": {},
+        "hook_active": False,
+        "applied": {"ok": False, "logical_gpus": [], "logical_cpus": [], "memory": {}, "error": None},
+    }  # fmt: skip
+    try:
+        import tensorflow as tf
+    except BaseException as e:  # includes the hook's ConfigError: that is the answer
+        out["tensorflow"]["error"] = f"{type(e).__name__}: {e}"
+        out["applied"]["error"] = out["tensorflow"]["error"]
+        print(MARK + json.dumps(out))
+        return 0
+    from tfgpu import _hook
+
+    info = dict(tf.sysconfig.get_build_info())  # no cuda_version on CPU builds: .get()
+    out["build_info"] = {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float))}
+    out["tensorflow"].update(
+        importable=True,
+        version=tf.__version__,
+        is_cuda_build=bool(info.get("is_cuda_build")),
+        cuda_version=info.get("cuda_version"),
+        cudnn_version=info.get("cudnn_version"),
+    )
+    out["hook_active"] = bool(_hook.state["applied"])
+    applied = out["applied"]
+    try:
+        if not _hook.state["applied"]:  # hook not installed here: apply as it would
+            from tfgpu.apply import configure_tensorflow
+
+            configure_tensorflow(tf)
+        gpus = tf.config.list_logical_devices("GPU")  # initialises the runtime
+        applied["logical_gpus"] = [d.name for d in gpus]
+        applied["logical_cpus"] = [d.name for d in tf.config.list_logical_devices("CPU")]
+        for d in gpus:
+            with tf.device(d.name):  # prove the device computes, then read its memory
+                float(tf.reduce_sum(tf.ones((256, 256))))
+            applied["memory"][d.name] = tf.config.experimental.get_memory_info(d.name)
+        applied["ok"] = True
+    except BaseException as e:
+        applied["error"] = f"{type(e).__name__}: {e}"
+    print(MARK + json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

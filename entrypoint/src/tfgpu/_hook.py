@@ -1,0 +1,103 @@
+"""The in-process hook, imported by `tfgpu-hook.pth` at every interpreter start.
+
+It puts a tiny finder at the front of `sys.meta_path`. The finder ignores every import
+but `tensorflow`; for that one it wraps the real loader so that, right after
+`tensorflow/__init__.py` has finished (also when `import keras` pulls TensorFlow in), the
+configuration from the environment is applied through `tf.config`, before user code can
+create a tensor. A bad value raises there, so `import tensorflow` itself fails.
+
+Why not `wrapt.register_post_import_hook`: importing wrapt costs ~60 ms (it imports
+asyncio), paid by every Python process in the image, most of which never import
+TensorFlow; and wrapt <= 1.14 (pinned by TF 2.12-2.15) runs hooks under a global lock.
+This module imports nothing that `site` has not already imported, and costs one string
+comparison per import.
+"""
+
+import os
+import sys
+
+# `keras` too: with `import keras`, TensorFlow finishes importing while keras is still half
+# initialised, so the Keras part (mixed precision) waits until keras itself has finished.
+_TARGETS = ("tensorflow", "keras")
+# Read by `tfgpu check`'s child process: did the hook fire in this process?
+state = {"installed": False, "applied": False}
+_after_keras: list = []  # callables to run once keras/__init__ has finished
+
+
+def after_keras(fn: object) -> None:
+    _after_keras.append(fn)
+
+
+def _disabled() -> bool:
+    return os.environ.get("TF_GPU_CONFIG", "").strip().lower() in ("off", "false", "0", "no")
+
+
+class _Loader:
+    """Delegates to TensorFlow's own loader, then configures the fresh module."""
+
+    def __init__(self, loader: object) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: object) -> object:
+        return self._loader.create_module(spec)  # type: ignore[attr-defined]
+
+    def exec_module(self, module: object) -> None:
+        self._loader.exec_module(module)  # type: ignore[attr-defined]
+        if getattr(module, "__name__", "") == "keras":
+            while _after_keras:
+                _after_keras.pop(0)()
+            return
+        if state["applied"] or _disabled():  # once per process (reload, a second import path)
+            return
+        state["applied"] = True
+        try:
+            from tfgpu.apply import configure_tensorflow
+
+            configure_tensorflow(module, defer_keras=after_keras)
+        except Exception as e:
+            from tfgpu.errors import TfgpuError
+
+            if not isinstance(e, TfgpuError):
+                sys.stderr.write(
+                    f"tfgpu: internal error while configuring TensorFlow ({type(e).__name__}: {e}); "
+                    "TF_GPU_CONFIG=off bypasses the kit\n"
+                )
+            raise
+
+    def __getattr__(self, name: str) -> object:  # is_package, get_resource_reader, …
+        return getattr(self._loader, name)
+
+
+class _Finder:
+    """First on sys.meta_path; acts only on `tensorflow` and `keras`, asking the other finders."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
+        if fullname not in _TARGETS:  # the only cost every other import pays
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                loader = getattr(spec, "loader", None)
+                if loader is not None and not isinstance(loader, _Loader):
+                    spec.loader = _Loader(loader)
+                return spec
+        return None
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def install() -> None:
+    if _disabled() or state["installed"]:
+        return
+    state["installed"] = True
+    sys.meta_path.insert(0, _Finder())
+
+
+try:
+    install()
+except Exception:  # never break interpreter start-up (site would print a traceback per start)
+    pass

@@ -1,0 +1,117 @@
+"""Apply the plan to a freshly imported TensorFlow, through `tf.config`.
+
+Called by the hook right after `tensorflow/__init__` ran, and by `tfgpu check`'s child.
+Takes the module as an argument so the tests can pass a recording stand-in that enforces
+TensorFlow's rules. Order matters and follows those rules:
+- growth is set through the native TF_FORCE_GPU_ALLOW_GROWTH (read when each allocator is
+  created, so setting it now is in time); `set_memory_growth` is called only when no GPU
+  gets logical devices, because TensorFlow refuses growth on a GPU with a logical config;
+- every GPU gets the same growth (TensorFlow refuses differing values at start-up).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from tfgpu.errors import GpuUnavailableError
+from tfgpu.plan import make_plan
+from tfgpu.settings import parse_environment
+
+if TYPE_CHECKING:
+    from typing import Any, Callable, List, Mapping, MutableMapping, Optional, TextIO
+
+    from tfgpu.nvml import NvmlReport
+    from tfgpu.plan import Plan
+    from tfgpu.settings import Settings
+
+
+def _gpu_totals(
+    settings: Settings,
+    count: int,
+    environ: Mapping[str, str],
+    query: Optional[Callable[[], NvmlReport]],
+) -> tuple[List[Optional[float]], List[str]]:
+    """Sizes of the GPUs TensorFlow sees, from NVML when it can tell (needed for % and checks)."""
+    unknown: List[Optional[float]] = [None] * count
+    if count == 0 or not settings.asks_for_gpu_config:
+        return unknown, []
+    from tfgpu import nvml
+
+    report = (query or nvml.query)()
+    gpus, _ = nvml.visible_gpus(report, settings.visible_devices, environ.get("CUDA_DEVICE_ORDER"))
+    if len(gpus) != count:  # NVML and CUDA disagree (MIG, odd ordering): do not guess
+        return unknown, []
+    return [g.total_mib if g else None for g in gpus], [g.name if g else "" for g in gpus]
+
+
+def configure_tensorflow(
+    tf: Any,
+    environ: Optional[Mapping[str, str]] = None,
+    *,
+    env_out: Optional[MutableMapping[str, str]] = None,
+    nvml_query: Optional[Callable[[], NvmlReport]] = None,
+    stderr: Optional[TextIO] = None,
+    defer_keras: Optional[Callable[[Callable[[], None]], None]] = None,
+) -> Optional[Plan]:
+    """Validate the environment and apply it to `tf`. Returns the plan (None when disabled)."""
+    environ = os.environ if environ is None else environ
+    env_out = os.environ if env_out is None else env_out
+    stderr = sys.stderr if stderr is None else stderr
+    settings = parse_environment(environ)
+    if not settings.enabled:
+        return None
+    cfg = tf.config
+    gpus = list(cfg.list_physical_devices("GPU"))
+    if settings.required:
+        if not tf.sysconfig.get_build_info().get("is_cuda_build"):
+            raise GpuUnavailableError("this TensorFlow is a CPU-only build (tensorflow-cpu)")
+        if not gpus:
+            raise GpuUnavailableError(
+                "TensorFlow sees no GPU (no driver, no --gpus, or CUDA_VISIBLE_DEVICES hides them)"
+            )
+    totals, names = _gpu_totals(settings, len(gpus), environ, nvml_query)
+    plan = make_plan(settings, totals, names)
+
+    env_out.update(plan.env)
+    LogicalDevice = cfg.LogicalDeviceConfiguration
+    for gpu, limits in zip(gpus, plan.gpu_limits):
+        if limits is not None:
+            cfg.set_logical_device_configuration(
+                gpu, [LogicalDevice(memory_limit=m) for m in limits]
+            )
+    if plan.growth is not None and not plan.has_logical_gpus:
+        for gpu in gpus:
+            cfg.experimental.set_memory_growth(gpu, plan.growth)
+    if plan.cpu_devices is not None:
+        cpus = cfg.list_physical_devices("CPU")
+        cfg.set_logical_device_configuration(
+            cpus[0], [LogicalDevice() for _ in range(plan.cpu_devices)]
+        )
+    if plan.mixed_precision is not None:
+        policy = plan.mixed_precision
+
+        def set_policy() -> None:
+            tf.keras.mixed_precision.set_global_policy(policy)
+
+        # Under `import keras`, keras is half initialised here and tf.keras cannot load yet.
+        keras = sys.modules.get("keras")
+        if defer_keras is not None and keras is not None and not hasattr(keras, "__version__"):
+            defer_keras(set_policy)
+        else:
+            set_policy()
+
+    # `tfgpu run` already showed these at container start; do not repeat them in every process.
+    if not environ.get("TFGPU_RUN_PREFLIGHT"):
+        for warning in plan.warnings:
+            stderr.write(f"tfgpu: warning: {warning}\n")
+    if environ.get("TF_GPU_METRICS_PORT"):
+        _start_metrics(settings)
+    return plan
+
+
+def _start_metrics(settings: Settings) -> None:
+    from tfgpu import metrics  # type: ignore[attr-defined,unused-ignore]  # owned by the scale side
+
+    metrics.start_from_environment(settings)

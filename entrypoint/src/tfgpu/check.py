@@ -1,0 +1,211 @@
+"""`tfgpu check [--json]`: is the GPU set-up working? The one command a user runs.
+
+Light checks here (settings, NVML, CUDA libraries by ctypes, the hook's .pth); TensorFlow
+only in a child Python (`_check_child`), which imports it, applies the plan for real and
+reports the logical devices and their memory. Exit 0 ok, 1 broken, 78 bad configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from tfgpu import __version__, libs, nvml
+from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
+from tfgpu.problems import ERROR, WARNING, Problem
+from tfgpu.settings import parse_environment
+
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Mapping, Optional, TextIO
+
+    from tfgpu.settings import Settings
+
+CHILD_TIMEOUT = 600
+PTH = "tfgpu-hook.pth"
+
+
+def hook_pth() -> Optional[str]:
+    for d in libs.site_dirs():
+        path = os.path.join(d, PTH)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def run_child(environ: Mapping[str, str]) -> Dict[str, Any]:
+    from tfgpu._check_child import MARK
+
+    env = dict(environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tfgpu._check_child"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        return {"crash": f"the TensorFlow child did not finish within {CHILD_TIMEOUT} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            return dict(json.loads(line[len(MARK) :]))
+    tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+    return {"crash": f"the TensorFlow child exited with {proc.returncode}: {tail}"}
+
+
+def collect(
+    environ: Mapping[str, str], *, child: Optional[Dict[str, Any]] = None
+) -> tuple[Dict[str, Any], int]:
+    """Everything `check` reports, as the JSON of docs/CONTRACTS.md, and the exit code."""
+    problems: List[Problem] = []
+    settings: Optional[Settings] = None
+    config_error: Optional[ConfigError] = None
+    try:
+        settings = parse_environment(environ)
+    except ConfigError as e:
+        config_error = e
+        problems.append(
+            Problem(ERROR, str(e), f"fix {e.variable}; `tfgpu show` lists every variable")
+        )
+
+    report = nvml.query()
+    if settings is not None and settings.enabled:
+        from tfgpu.preflight import run_preflight
+
+        try:
+            problems += run_preflight(settings, environ, nvml_report=report).problems
+        except ConfigError as e:
+            config_error = e
+            problems.append(Problem(ERROR, str(e), f"fix {e.variable}"))
+        except GpuUnavailableError as e:
+            problems += getattr(e, "problems", [])
+            problems.append(
+                Problem(
+                    ERROR, e.reason, "start the container with --gpus all, or unset TF_GPU_REQUIRED"
+                )
+            )
+    elif not report.found:
+        problems.append(Problem(WARNING, f"no GPU: {report.error}"))
+
+    # With a bad configuration the hook would fail the import; still report TensorFlow itself.
+    child_env = dict(environ)
+    if config_error is not None:
+        child_env["TF_GPU_CONFIG"] = "off"
+    result = child if child is not None else run_child(child_env)
+    tf_json = result.get("tensorflow") or {
+        "importable": False, "version": None, "is_cuda_build": False,
+        "cuda_version": None, "cudnn_version": None, "error": result.get("crash"),
+    }  # fmt: skip
+    applied = dict(
+        result.get("applied")
+        or {"ok": False, "logical_gpus": [], "logical_cpus": [], "error": None}
+    )
+    if result.get("crash"):
+        applied["error"] = result["crash"]
+    if not tf_json["importable"]:
+        problems.append(
+            Problem(
+                ERROR, f"TensorFlow cannot be imported: {tf_json['error']}", "see the error above"
+            )
+        )
+    elif config_error is None and not applied.get("ok"):
+        problems.append(Problem(ERROR, f"applying the settings in TensorFlow failed: {applied.get('error')}",
+                                "see the message; `tfgpu show` lists the settings"))  # fmt: skip
+    want_tf = environ.get("TFGPU_IMAGE_TF")
+    if want_tf and tf_json.get("version") and tf_json["version"] != want_tf:
+        problems.append(Problem(WARNING, f"this image was built for TensorFlow {want_tf}, "
+                                         f"but {tf_json['version']} is installed"))  # fmt: skip
+
+    lib_json = [libs.try_load(n, s) for n, s in libs.needed(result.get("build_info") or tf_json)]
+    for lib in lib_json:
+        if not lib["loaded"]:
+            problems.append(Problem(
+                ERROR, f"{lib['soname']} cannot be loaded ({lib['error']})",
+                f"install the {lib['name']} library of this TensorFlow build: "
+                "`pip install 'tensorflow[and-cuda]'` (pip CUDA wheels), or use an image with CUDA/cuDNN",
+            ))  # fmt: skip
+
+    pth = hook_pth()
+    doc: Dict[str, Any] = {
+        "ok": not any(p.severity == ERROR for p in problems),
+        "tfgpu_version": __version__,
+        "python": platform.python_version(),
+        "tensorflow": tf_json,
+        "libraries": lib_json,
+        "driver": report.driver_json(),
+        "gpus": [g.as_json() for g in report.gpus],
+        "hook": {
+            "installed": pth is not None,
+            "pth": pth,
+            "active": bool(result.get("hook_active")),
+        },
+        "settings": {k: v.as_json() for k, v in settings.sources.items()} if settings else {},
+        "applied": {k: applied.get(k) for k in ("ok", "logical_gpus", "logical_cpus", "error")}
+        | {"memory": applied.get("memory", {})},
+        "problems": [p.as_json() for p in problems],
+    }
+    code = EXIT_OK if doc["ok"] else (EXIT_CONFIG if config_error is not None else EXIT_BROKEN)
+    return doc, code
+
+
+def render(doc: Dict[str, Any], out: TextIO) -> None:
+    tf = doc["tensorflow"]
+    w = out.write
+    w(f"tfgpu {doc['tfgpu_version']}, Python {doc['python']}\n")
+    if tf["importable"]:
+        build = (
+            f"CUDA {tf['cuda_version']}, cuDNN {tf['cudnn_version']}"
+            if tf["is_cuda_build"]
+            else "CPU-only build"
+        )
+        w(f"TensorFlow {tf['version']} ({build})\n")
+    else:
+        w(f"TensorFlow: not importable ({tf['error']})\n")
+    for lib in doc["libraries"]:
+        w(
+            f"  {lib['soname']}: {'loaded from ' + str(lib['path']) if lib['loaded'] else 'MISSING'}\n"
+        )
+    d = doc["driver"]
+    w(
+        f"NVIDIA driver: {d['version']} (CUDA {d['cuda_version']})\n"
+        if d["found"]
+        else f"NVIDIA driver: {d['error']}\n"
+    )
+    for g in doc["gpus"]:
+        w(
+            f"  GPU {g['index']}: {g['name']}, {int(g['total_mib'])} MiB total, {int(g['free_mib'])} MiB free\n"
+        )
+    h = doc["hook"]
+    w(f"hook: {'installed at ' + h['pth'] if h['installed'] else 'not installed'}; "
+      f"{'fired on import tensorflow' if h['active'] else 'did not fire (settings applied by check itself)'}\n")  # fmt: skip
+    for name, s in doc["settings"].items():
+        w(f"  {name}={s['value']!r} ({s['source']})\n")
+    a = doc["applied"]
+    if a["ok"]:
+        w(
+            f"applied: logical GPUs {a['logical_gpus'] or 'none'}, logical CPUs {a['logical_cpus']}\n"
+        )
+        for dev, mem in (a.get("memory") or {}).items():
+            w(f"  {dev}: {mem}\n")
+    for p in doc["problems"]:
+        w(f"{p['severity']}: {p['what']}\n" + (f"  fix: {p['fix']}\n" if p["fix"] else ""))
+    w("OK: the set-up works\n" if doc["ok"] else "BROKEN: see the errors above\n")
+
+
+def check(
+    as_json: bool = False, environ: Optional[Mapping[str, str]] = None, out: Optional[TextIO] = None
+) -> int:
+    environ = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    doc, code = collect(environ)
+    if as_json:
+        out.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        render(doc, out)
+    return code

@@ -1,0 +1,95 @@
+"""The `tfgpu` command: `run`, `show`, `check`. Never shows a traceback to the user."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from tfgpu.errors import EXIT_BROKEN, EXIT_USAGE, TfgpuError
+
+if TYPE_CHECKING:
+    import argparse
+    from typing import List, Optional
+
+RUN_HELP = """\
+Validate the TF_GPU_* environment, check the driver and GPUs (no TensorFlow import),
+print a short summary on stderr, then exec COMMAND with the translated environment, so it
+keeps this PID, receives signals directly, and its exit code is the container's.
+As PID 1 (a container without --init) tfgpu stays as a minimal init instead: it forks,
+forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGWINCH, reaps zombies and exits
+with the command's status. With no COMMAND it starts an interactive shell.
+Exit codes: the command's; 78 bad configuration; 69 TF_GPU_REQUIRED=true and no usable GPU;
+127 command not found."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from tfgpu import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tfgpu",
+        description="Configure TensorFlow's GPU memory from TF_GPU_* environment variables.",
+        epilog="Exit codes: 0 ok, 1 check found a problem, 2 usage, 69 GPU required but "
+        "unavailable, 78 bad configuration. See docs/runtime.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"tfgpu {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="validate, preflight, then exec a command (the image's entrypoint)",
+        description=RUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="tfgpu run [-h] -- [COMMAND [ARG ...]]",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="the command to run, after --")
+    for name, text in (
+        ("show", "the effective settings and where each came from (no TensorFlow import)"),
+        ("check", "is the GPU set-up working? imports TensorFlow in a child process"),
+    ):
+        p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        # Fast path for the image entrypoint (`tfgpu run -- CMD`): no argparse import.
+        if len(argv) >= 2 and argv[:2] == ["run", "--"]:
+            from tfgpu.run import run
+
+            return run(argv[2:])
+        return _dispatch(build_parser(), argv)
+    except TfgpuError as e:
+        sys.stderr.write(f"tfgpu: error: {e}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug: still no traceback, but say how to get one
+        sys.stderr.write(
+            f"tfgpu: internal error: {type(e).__name__}: {e} (please report it; "
+            "TF_GPU_CONFIG=off bypasses the kit)\n"
+        )
+        return EXIT_BROKEN
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: List[str]) -> int:
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        command = list(args.argv)
+        if command[:1] == ["--"]:
+            command = command[1:]
+        from tfgpu.run import run
+
+        return run(command)
+    if args.command == "show":
+        from tfgpu.show import show
+
+        return show(as_json=args.json)
+    if args.command == "check":
+        from tfgpu.check import check
+
+        return check(as_json=args.json)
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,89 @@
+"""Is the host's NVIDIA driver new enough for the CUDA this image was built with?
+
+Explains it the way NVIDIA's own container entrypoints do: what was found, what is
+needed, and whether CUDA forward compatibility could help (data-centre GPUs only).
+Version floors come from the image (TFGPU_IMAGE_DRIVER_MIN / _MIN_COMPAT, written by the
+build side from images/matrix.yaml), not from a table here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from tfgpu.problems import ERROR, WARNING, Problem
+
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Tuple
+
+    from tfgpu.nvml import Gpu
+
+# NVML brand of data-centre GPUs (NVML_BRAND_TESLA); names as a fallback for old NVML.
+_BRAND_TESLA = 2
+_DATACENTRE_NAME = re.compile(
+    r"\b(Tesla|A100|A30|A40|A10G?|A16|A2|H100|H200|H800|H20|B100|B200|GH200|L4|L40S?|T4|V100)\b"
+)
+# Driver branches that still get cuda-compat packages, and the CUDA versions they reach
+# (NVIDIA forward-compatibility docs; other branches are end of life).
+_FORWARD_COMPAT = {535: ((12, 3), (13, 99)), 570: ((12, 9), (13, 99)), 580: ((13, 1), (13, 99))}
+
+
+def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    if not text:
+        return None
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", text)
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def is_datacentre(gpu: Gpu) -> bool:
+    return gpu.brand == _BRAND_TESLA or bool(_DATACENTRE_NAME.search(gpu.name))
+
+
+def forward_compat_possible(driver: Tuple[int, ...], cuda: Optional[Tuple[int, ...]]) -> bool:
+    span = _FORWARD_COMPAT.get(driver[0])
+    return bool(span and cuda and span[0] <= cuda[:2] <= span[1])
+
+
+def check_driver(driver_version: str, image: Dict[str, str], gpus: Sequence[Gpu]) -> List[Problem]:
+    driver = version_tuple(driver_version)
+    need = version_tuple(image.get("TFGPU_IMAGE_DRIVER_MIN"))
+    floor = version_tuple(image.get("TFGPU_IMAGE_DRIVER_MIN_COMPAT"))
+    cuda_text = image.get("TFGPU_IMAGE_CUDA", "")
+    cuda = version_tuple(cuda_text)
+    if driver is None or need is None or driver >= need:
+        return []
+    built = f"CUDA {cuda_text}" if cuda_text else "its CUDA"
+    fix = f"update the host's NVIDIA driver to {image['TFGPU_IMAGE_DRIVER_MIN']} or later, or use an image built for an older CUDA"
+    if floor is not None and driver >= floor:
+        return [
+            Problem(
+                WARNING,
+                f"This container was built for {built}, which wants NVIDIA driver {image['TFGPU_IMAGE_DRIVER_MIN']} or "
+                f"later; driver {driver_version} was detected. It runs in CUDA minor-version compatibility mode "
+                f"(driver >= {image['TFGPU_IMAGE_DRIVER_MIN_COMPAT']}): no JIT of newer PTX, so GPUs newer than the "
+                "architectures TensorFlow was compiled for may fail, and a few newer CUDA features are missing.",
+                fix,
+            )
+        ]
+    what = (
+        f"This container was built for NVIDIA driver {image['TFGPU_IMAGE_DRIVER_MIN']} or later ({built}"
+        + (
+            f"; {image['TFGPU_IMAGE_DRIVER_MIN_COMPAT']} or later with minor-version compatibility"
+            if floor
+            else ""
+        )
+        + f"), but driver {driver_version} was detected: TensorFlow cannot use the GPU and will run on the CPU."
+    )
+    datacentre = [g for g in gpus if is_datacentre(g)]
+    if datacentre and forward_compat_possible(driver, cuda):
+        what += (
+            f" Forward compatibility could apply ({datacentre[0].name} is a data-centre GPU on driver branch "
+            f"{driver[0]}): install the cuda-compat package for {built} in the image."
+        )
+    elif datacentre:
+        what += (
+            f" Forward compatibility is not available for driver branch {driver[0]} with {built}."
+        )
+    elif gpus:
+        what += f" Forward compatibility does not apply: it is for data-centre GPUs only ({gpus[0].name} is not)."
+    return [Problem(ERROR, what, fix)]

@@ -1,0 +1,65 @@
+"""Errors a user can act on, and the exit codes of the `tfgpu` command.
+
+A ConfigError carries the four parts of the one-line message every bad value gets
+(variable, value, what is accepted, an example), so the CLI, the hook and the build
+side (`build.py plan`) all say the same thing.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BROKEN = 1  # `check` found something broken
+EXIT_USAGE = 2  # bad command line (argparse uses 2 too)
+EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: TF_GPU_REQUIRED=true and no usable GPU
+EXIT_CONFIG = 78  # EX_CONFIG: bad configuration
+
+
+class TfgpuError(Exception):
+    """An error whose message is meant for the user; `exit_code` is what `tfgpu` exits with."""
+
+    exit_code = EXIT_CONFIG
+
+
+class ConfigError(TfgpuError, ValueError):
+    """An environment variable has a value the kit does not accept, or contradicts another.
+
+    `str()` is the one-line user message. It is also a ValueError, so code that guards
+    `import tensorflow` against bad values in the usual way still catches it.
+    """
+
+    exit_code = EXIT_CONFIG
+
+    def __init__(
+        self, variable: str, value: str, accepted: str, example: str, *, why: str = ""
+    ) -> None:
+        self.variable = variable
+        self.value = value
+        self.accepted = accepted
+        self.example = example
+        self.why = why
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        why = f" ({self.why})" if self.why else ""
+        return (
+            f"{self.variable}={self.value!r} is not valid{why}: accepted: {self.accepted}; "
+            f"example: {self.variable}={self.example}"
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class GpuUnavailableError(TfgpuError):
+    """TF_GPU_REQUIRED=true, but no usable GPU is visible."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"TF_GPU_REQUIRED=true, but no usable GPU: {reason}. "
+            "Start the container with a GPU (docker run --gpus all …), or unset TF_GPU_REQUIRED "
+            "to run on the CPU."
+        )

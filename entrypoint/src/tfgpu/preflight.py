@@ -1,0 +1,117 @@
+"""Checks before the user's command starts, without TensorFlow: settings against the
+GPUs NVML reports, the driver against the image's CUDA, TF_GPU_REQUIRED, /dev/shm.
+
+Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableError
+(exit 69) when a GPU is required and none is usable; everything else is a Problem.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from tfgpu import nvml
+from tfgpu.driver import check_driver
+from tfgpu.errors import GpuUnavailableError
+from tfgpu.plan import make_plan
+from tfgpu.problems import ERROR, WARNING, Problem
+
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Mapping, Optional
+
+    from tfgpu.nvml import Gpu, NvmlReport
+    from tfgpu.plan import Plan
+    from tfgpu.settings import Settings
+
+DOCKER_DEFAULT_SHM = 64 * 1024 * 1024
+
+
+class Preflight:
+    def __init__(self, nvml_report: NvmlReport, gpus: List[Optional[Gpu]], plan: Plan) -> None:
+        self.nvml = nvml_report
+        self.gpus = gpus  # visible GPUs in CUDA's order (None = exists, size unknown)
+        self.plan = plan
+        self.problems: List[Problem] = []
+
+    @property
+    def has_error(self) -> bool:
+        return any(p.severity == ERROR for p in self.problems)
+
+
+def shm_problem(path: str = "/dev/shm") -> Optional[Problem]:
+    """Docker gives containers a 64 MB /dev/shm, too small for tf.data workers or NCCL."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if st.f_blocks * st.f_frsize != DOCKER_DEFAULT_SHM:
+        return None
+    return Problem(
+        WARNING,
+        "The SHMEM allocation limit is set to the default of 64MB. This may be insufficient for TensorFlow "
+        "(tf.data with multiprocessing, NCCL between GPUs).",
+        "docker run --shm-size=1g … (or --ipc=host)",
+    )
+
+
+def why_no_gpu(report: NvmlReport, settings: Settings, gpus: List[Optional[Gpu]]) -> Optional[str]:
+    if settings.visible_devices == []:
+        return "CUDA_VISIBLE_DEVICES is empty or -1, which hides every GPU"
+    if not report.found:
+        # Unknown (no nvidia-ml-py): say nothing rather than guess; TensorFlow will tell.
+        return (report.error or nvml.NO_DRIVER) if report.driver_present is False else None
+    if not report.gpus:
+        return "the NVIDIA driver reports no GPU (was the container started with --gpus?)"
+    if not gpus:
+        return "CUDA_VISIBLE_DEVICES matches none of the GPUs"
+    return None
+
+
+def run_preflight(
+    settings: Settings,
+    environ: Mapping[str, str],
+    *,
+    nvml_report: Optional[NvmlReport] = None,
+    build_info: Optional[Callable[[], Optional[Dict[str, object]]]] = None,
+    shm_path: str = "/dev/shm",
+) -> Preflight:
+    report = nvml_report if nvml_report is not None else nvml.query()
+    gpus, notes = nvml.visible_gpus(
+        report, settings.visible_devices, environ.get("CUDA_DEVICE_ORDER")
+    )
+    if not report.found and (report.driver_present is False or settings.visible_devices is None):
+        gpus = []  # no driver: nothing visible; or unknown count: plan without GPUs
+    problems = [Problem(WARNING, n) for n in notes]
+
+    no_gpu = why_no_gpu(report, settings, gpus)
+    if report.found and report.driver_version:
+        problems += check_driver(report.driver_version, settings.image, [g for g in report.gpus])
+    driver_unusable = any(p.severity == ERROR for p in problems)
+    if settings.required:
+        if no_gpu is None and driver_unusable:
+            no_gpu = "the NVIDIA driver is too old for this image's CUDA (see above)"
+        if no_gpu is None and build_info is not None:
+            info = build_info()
+            if info is not None and not info.get("is_cuda_build"):
+                no_gpu = "the installed TensorFlow is a CPU-only build (tensorflow-cpu)"
+        if no_gpu is not None:
+            err = GpuUnavailableError(no_gpu)
+            err.problems = problems  # type: ignore[attr-defined]
+            raise err
+
+    totals = [g.total_mib if g is not None else None for g in gpus]
+    names = [g.name if g is not None else "" for g in gpus]
+    plan = make_plan(settings, totals, names)
+    if (
+        report.driver_present is None and not gpus
+    ):  # GPUs unknown, not absent: no "not applied" noise
+        plan.warnings = [w for w in plan.warnings if "no GPU is visible" not in w]
+    result = Preflight(report, gpus, plan)
+    if no_gpu is not None:
+        problems.append(Problem(WARNING, f"no GPU: {no_gpu}; TensorFlow will run on the CPU"))
+    problems += [Problem(WARNING, w) for w in plan.warnings]
+    shm = shm_problem(shm_path)
+    if shm is not None:
+        problems.append(shm)
+    result.problems = problems
+    return result

@@ -1,0 +1,86 @@
+"""`tfgpu run -- CMD…`: validate, preflight, summarise, then become the command.
+
+No TensorFlow import (start-up time). The command gets the environment plus the native
+variables the settings translate to (TF_FORCE_GPU_ALLOW_GROWTH), which also reach
+non-Python TensorFlow programs; Python processes get the rest through the hook.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from tfgpu.errors import ConfigError, GpuUnavailableError
+from tfgpu.settings import is_disabled, parse_environment
+
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional
+
+# Set for the command so the hook in its Python processes does not repeat our warnings.
+PREFLIGHT_MARK = "TFGPU_RUN_PREFLIGHT"
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"tfgpu: {line}\n")
+
+
+def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
+    """Everything before exec: returns the command's environment, or raises TfgpuError."""
+    env = dict(environ)
+    if is_disabled(env):
+        return env
+    settings = parse_environment(env)
+    from tfgpu import tfbuild
+    from tfgpu.preflight import run_preflight
+    from tfgpu.summary import describe_gpus, describe_plan
+
+    try:
+        pf = run_preflight(settings, env, build_info=tfbuild.build_info)
+    except GpuUnavailableError as e:
+        for problem in getattr(e, "problems", []):
+            _say(str(problem))
+        raise
+    if not settings.quiet or pf.problems:
+        gpus = describe_gpus(pf.nvml, pf.gpus)
+        if gpus:
+            _say(gpus)
+        _say(describe_plan(settings, pf.plan))
+    for problem in pf.problems:
+        _say(str(problem))
+    env.update(pf.plan.env)
+    env[PREFLIGHT_MARK] = "1"
+    return env
+
+
+def default_shell(env: Mapping[str, str]) -> str:
+    return "bash" if shutil.which("bash", path=env.get("PATH")) else "sh"
+
+
+def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
+    environ = os.environ if environ is None else environ
+    try:
+        env = prepare(environ)
+    except (ConfigError, GpuUnavailableError) as e:
+        _say(f"error: {e}")
+        _say("nothing was started")
+        return e.exit_code
+    if not command:
+        # Docker appends CMD to ENTRYPOINT; an empty CMD means "give me a shell".
+        command = [default_shell(env)]
+        if not is_disabled(env):
+            _say(f"no command given; starting an interactive shell ({command[0]})")
+    if shutil.which(command[0], path=env.get("PATH")) is None:
+        _say(f"error: command not found: {command[0]}")
+        return 127
+    if os.getpid() == 1:
+        from tfgpu.init import run_as_init
+
+        return run_as_init(command, env)
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as e:
+        _say(f"error: cannot run {command[0]}: {e.strerror}")
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    return 0  # not reached: exec replaced this process

@@ -1,0 +1,418 @@
+"""Parse the environment contract into Settings. Pure: no I/O, no TensorFlow, stdlib only.
+
+This is the module the build side imports (`build.py plan` resolves caps exactly as the
+runtime does), and the one tests run under every Python from 3.9 to 3.13.
+
+Grammar (documented in docs/runtime.md):
+    amount   := NUMBER [unit] | NUMBER "%"       NUMBER = digits [ "." digits ]
+    unit     := "MiB" | "GiB" | "m" | "g"         (case-insensitive; no unit = MiB, as TF counts)
+    TF_GPU_MEM_LIMIT       := amount ("," amount)*          one value = every GPU, a list = per GPU
+    TF_GPU_VIRTUAL_DEVICES := group (";" group)*            one group = every GPU, else per GPU
+    group                  := amount ("," amount)*          one logical GPU per amount
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from tfgpu.errors import ConfigError
+
+if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
+    from typing import Callable, Dict, List, Mapping, Optional
+
+# Sources reported by `tfgpu show` for each value.
+ENVIRONMENT = "environment"
+IMAGE_DEFAULT = "image default"
+KIT_DEFAULT = "kit default"
+DERIVED = "derived"
+
+KIT_VARIABLES = (
+    "TF_GPU_CONFIG",
+    "TF_GPU_MEM_LIMIT",
+    "TF_GPU_MEMORY_GROWTH",
+    "TF_GPU_VIRTUAL_DEVICES",
+    "TF_CPU_VIRTUAL_DEVICES",
+    "TF_GPU_REQUIRED",
+    "TF_MIXED_PRECISION",
+    "TF_GPU_QUIET",
+)
+NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+BOOL_ACCEPTED = "true/false, 1/0, yes/no, on/off (any case)"
+
+_AMOUNT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(%|mib|gib|m|g|mb|gb)?\s*", re.IGNORECASE)
+AMOUNT_ACCEPTED = (
+    "a size in MiB (4096), with a unit (512MiB, 4GiB, 4g) or a percentage of the GPU (40%)"
+)
+MAX_MIB = 16 * 1024 * 1024  # 16 TiB: anything bigger is a typo, not a GPU
+MAX_CPU_DEVICES = 256
+ALLOCATORS = ("cuda_malloc_async", "cuda_malloc", "memory_guard")
+POLICIES = ("mixed_float16", "mixed_bfloat16")
+_VISIBLE_ENTRY = re.compile(r"(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+)")
+
+
+class MemAmount:
+    """A memory amount: either `mib` (absolute, MiB) or `percent` (of a GPU's total)."""
+
+    __slots__ = ("mib", "percent")
+
+    def __init__(self, mib: Optional[float] = None, percent: Optional[float] = None) -> None:
+        if (mib is None) == (percent is None):
+            raise ValueError("give exactly one of mib and percent")
+        self.mib = mib
+        self.percent = percent
+
+    def resolve(self, total_mib: Optional[float]) -> float:
+        """MiB for a GPU of `total_mib`; a percentage needs the total (ValueError without it)."""
+        if self.mib is not None:
+            return self.mib
+        assert self.percent is not None
+        if total_mib is None:
+            raise ValueError(f"{self} needs the GPU's total memory")
+        return total_mib * self.percent / 100.0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemAmount) and (self.mib, self.percent) == (
+            other.mib,
+            other.percent,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.mib, self.percent))
+
+    def __repr__(self) -> str:
+        return f"MemAmount(mib={self.mib!r}, percent={self.percent!r})"
+
+    def __str__(self) -> str:
+        if self.percent is not None:
+            return f"{_num(self.percent)}%"
+        assert self.mib is not None
+        return f"{_num(self.mib)} MiB"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+class Setting:
+    """One variable's effective value and where it came from (for `tfgpu show`)."""
+
+    __slots__ = ("note", "source", "value")
+
+    def __init__(self, value: str, source: str, note: str = "") -> None:
+        self.value = value
+        self.source = source
+        self.note = note
+
+    def as_json(self) -> Dict[str, str]:
+        out = {"value": self.value, "source": self.source}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    def __repr__(self) -> str:
+        return f"Setting({self.value!r}, {self.source!r})"
+
+
+class Settings:
+    """What the environment asks for, validated. `None` means "not asked for"."""
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.mem_limit: Optional[List[MemAmount]] = None
+        self.virtual_devices: Optional[List[List[MemAmount]]] = None
+        self.growth: Optional[bool] = None
+        self.cpu_devices: Optional[int] = None
+        self.required = False
+        self.mixed_precision: Optional[str] = None
+        self.quiet = False
+        self.allocator: Optional[str] = None
+        # CUDA_VISIBLE_DEVICES: None = unset (all GPUs), [] = none, else the entries CUDA uses.
+        self.visible_devices: Optional[List[str]] = None
+        self.sources: Dict[str, Setting] = {}
+        self.warnings: List[str] = []
+        # What the image says about itself (TFGPU_IMAGE_*), for preflight and check.
+        self.image: Dict[str, str] = {}
+
+    @property
+    def asks_for_gpu_config(self) -> bool:
+        return self.mem_limit is not None or self.virtual_devices is not None
+
+
+# --- single values -------------------------------------------------------------------------
+
+
+def parse_bool(variable: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ConfigError(variable, value, BOOL_ACCEPTED, "true")
+
+
+def _amount(variable: str, whole: str, text: str, example: str) -> MemAmount:
+    m = _AMOUNT.fullmatch(text)
+    if not m:
+        raise ConfigError(variable, whole, AMOUNT_ACCEPTED, example)
+    number, unit = float(m.group(1)), (m.group(2) or "").lower()
+    if unit in ("mb", "gb"):
+        raise ConfigError(
+            variable,
+            whole,
+            AMOUNT_ACCEPTED,
+            example,
+            why=f"'{m.group(2)}' is ambiguous (decimal or binary?); write MiB or GiB",
+        )
+    if unit == "%":
+        if not 0 < number <= 100:
+            raise ConfigError(
+                variable,
+                whole,
+                AMOUNT_ACCEPTED,
+                example,
+                why="a percentage is over 0 and at most 100",
+            )
+        return MemAmount(percent=number)
+    mib = number * 1024 if unit in ("gib", "g") else number
+    if not 0 < mib <= MAX_MIB:
+        raise ConfigError(
+            variable, whole, AMOUNT_ACCEPTED, example, why="a size is over 0 and at most 16 TiB"
+        )
+    return MemAmount(mib=mib)
+
+
+def parse_mem_limit(value: str, variable: str = "TF_GPU_MEM_LIMIT") -> List[MemAmount]:
+    """`4096`, `4GiB`, `40%` (one value: every GPU) or `4096,2048` (one per visible GPU)."""
+    example = "4096 (or 4GiB, 40%, 4096,2048)"
+    if not value.strip():
+        raise ConfigError(variable, value, AMOUNT_ACCEPTED, example, why="empty")
+    return [_amount(variable, value, part, example) for part in value.split(",")]
+
+
+def parse_virtual_devices(
+    value: str, variable: str = "TF_GPU_VIRTUAL_DEVICES"
+) -> List[List[MemAmount]]:
+    """Groups of logical-GPU sizes: `6144,8192` splits every GPU in two; `6144,8192;4096`
+    splits GPU 0 in two and gives GPU 1 one logical device. One group = every GPU."""
+    example = "6144,8192 (every GPU split in two) or 6144,8192;4096 (per GPU)"
+    accepted = (
+        "sizes separated by ',' (one logical GPU each), groups separated by ';' (one per GPU)"
+    )
+    if not value.strip():
+        raise ConfigError(variable, value, accepted, example, why="empty")
+    groups = []
+    for group in value.split(";"):
+        if not group.strip():
+            raise ConfigError(variable, value, accepted, example, why="an empty group")
+        groups.append([_amount(variable, value, part, example) for part in group.split(",")])
+    return groups
+
+
+def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> int:
+    v = value.strip()
+    if not v.isdigit() or not 1 <= int(v) <= MAX_CPU_DEVICES:
+        raise ConfigError(variable, value, f"a whole number from 1 to {MAX_CPU_DEVICES}", "4")
+    return int(v)
+
+
+def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") -> List[str]:
+    """The entries CUDA will use. CUDA stops at the first invalid entry (the `-1` idiom hides
+    everything after it); other garbage (`all`, `gpu0`) would silently hide GPUs, so it is an error."""
+    accepted = "comma-separated GPU indices (0,1), UUIDs (GPU-…, MIG-…), or -1 / empty for none"
+    entries: List[str] = []
+    if not value.strip():
+        return entries
+    for raw in value.split(","):
+        entry = raw.strip()
+        if entry == "-1":
+            break
+        if not _VISIBLE_ENTRY.fullmatch(entry):
+            why = "use NVIDIA_VISIBLE_DEVICES for 'all'" if entry.lower() == "all" else ""
+            raise ConfigError(variable, value, accepted, "0,1", why=why)
+        if entry in entries:
+            raise ConfigError(variable, value, accepted, "0,1", why=f"{entry} is listed twice")
+        entries.append(entry)
+    return entries
+
+
+def parse_image_defaults(value: str) -> Dict[str, str]:
+    """TFGPU_IMAGE_DEFAULTS: `NAME=VALUE` pairs, separated by spaces or commas."""
+    out: Dict[str, str] = {}
+    for item in re.split(r"[\s,]+", value.strip()):
+        if not item:
+            continue
+        name, sep, val = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(
+                "TFGPU_IMAGE_DEFAULTS",
+                value,
+                "NAME=VALUE pairs separated by spaces",
+                "TF_GPU_MEMORY_GROWTH=true",
+            )
+        out[name] = val
+    return out
+
+
+# --- the whole environment -----------------------------------------------------------------
+
+
+def is_disabled(environ: Mapping[str, str]) -> bool:
+    """TF_GPU_CONFIG=off: the escape hatch; checked before anything else is parsed."""
+    return environ.get("TF_GPU_CONFIG", "").strip().lower() in ("off", "false", "0", "no")
+
+
+def parse_environment(environ: Mapping[str, str]) -> Settings:
+    """Validate every variable of the contract; raise ConfigError on the first bad one."""
+    s = Settings()
+    defaults = parse_image_defaults(environ.get("TFGPU_IMAGE_DEFAULTS", ""))
+
+    def get(name: str) -> Optional[str]:
+        """The value, recording its source; empty counts as unset (compose's `VAR=`)."""
+        value = environ.get(name)
+        if value is None or value.strip() == "":
+            return None
+        source = IMAGE_DEFAULT if defaults.get(name) == value else ENVIRONMENT
+        s.sources[name] = Setting(value, source)
+        return value
+
+    config = get("TF_GPU_CONFIG")
+    if config is not None and config.strip().lower() not in (
+        "on",
+        "off",
+        "true",
+        "false",
+        "1",
+        "0",
+        "yes",
+        "no",
+    ):
+        raise ConfigError(
+            "TF_GPU_CONFIG", config, "off (the kit does nothing) or on (the default)", "off"
+        )
+    if is_disabled(environ):
+        s.enabled = False
+        return s
+    s.sources.setdefault("TF_GPU_CONFIG", Setting("on", KIT_DEFAULT))
+
+    for key in (
+        "TFGPU_IMAGE_TF",
+        "TFGPU_IMAGE_CUDA",
+        "TFGPU_IMAGE_DRIVER_MIN",
+        "TFGPU_IMAGE_DRIVER_MIN_COMPAT",
+    ):
+        if environ.get(key):
+            s.image[key] = environ[key].strip()
+
+    v = get("CUDA_VISIBLE_DEVICES")
+    if "CUDA_VISIBLE_DEVICES" in environ:  # empty is meaningful here: no GPU at all
+        s.visible_devices = parse_visible_devices(environ["CUDA_VISIBLE_DEVICES"])
+        if v is None:
+            s.sources["CUDA_VISIBLE_DEVICES"] = Setting("", ENVIRONMENT, "no GPU visible")
+
+    v = get("TF_GPU_MEM_LIMIT")
+    if v is not None:
+        s.mem_limit = parse_mem_limit(v)
+    v = get("TF_GPU_VIRTUAL_DEVICES")
+    if v is not None:
+        s.virtual_devices = parse_virtual_devices(v)
+    if s.mem_limit is not None and s.virtual_devices is not None:
+        raise ConfigError(
+            "TF_GPU_VIRTUAL_DEVICES",
+            environ["TF_GPU_VIRTUAL_DEVICES"],
+            "either TF_GPU_MEM_LIMIT (one cap per GPU) or TF_GPU_VIRTUAL_DEVICES (sizes of the split), not both",
+            "6144,8192",
+            why="TF_GPU_MEM_LIMIT is set too",
+        )
+
+    _parse_growth(s, environ, get)
+
+    v = get("TF_GPU_ALLOCATOR")
+    if v is not None:
+        if v not in ALLOCATORS:
+            raise ConfigError(
+                "TF_GPU_ALLOCATOR",
+                v,
+                ", ".join(ALLOCATORS) + " (or unset for TensorFlow's default BFC allocator)",
+                "cuda_malloc_async",
+                why="TensorFlow would silently ignore it",
+            )
+        s.allocator = v
+        if v == "cuda_malloc_async" and s.asks_for_gpu_config:
+            s.warnings.append(
+                "TF_GPU_ALLOCATOR=cuda_malloc_async: the memory limit sizes the allocator's pool but is "
+                "not a hard cap (the pool can grow up to the whole GPU); unset TF_GPU_ALLOCATOR for a hard cap"
+            )
+        if (
+            v == "cuda_malloc_async"
+            and s.sources.get("TF_GPU_MEMORY_GROWTH", Setting("", "")).source == ENVIRONMENT
+        ):
+            s.warnings.append(
+                "TF_GPU_MEMORY_GROWTH has no effect with TF_GPU_ALLOCATOR=cuda_malloc_async"
+            )
+
+    v = get("TF_CPU_VIRTUAL_DEVICES")
+    if v is not None:
+        s.cpu_devices = parse_cpu_devices(v)
+    v = get("TF_GPU_REQUIRED")
+    s.required = parse_bool("TF_GPU_REQUIRED", v) if v is not None else False
+    v = get("TF_MIXED_PRECISION")
+    if v is not None:
+        if v.strip() not in POLICIES:
+            raise ConfigError("TF_MIXED_PRECISION", v, " or ".join(POLICIES), "mixed_float16")
+        s.mixed_precision = v.strip()
+    v = get("TF_GPU_QUIET")
+    s.quiet = parse_bool("TF_GPU_QUIET", v) if v is not None else False
+    for name, default in (("TF_GPU_REQUIRED", "false"), ("TF_GPU_QUIET", "false")):
+        s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
+    return s
+
+
+def _parse_growth(
+    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+) -> None:
+    """TF_GPU_MEMORY_GROWTH (lenient) against the native TF_FORCE_GPU_ALLOW_GROWTH (exact).
+
+    Both set and different is a contradiction, except that an explicit value from the
+    environment wins over an image default (the image ships TF_GPU_MEMORY_GROWTH=true, and a
+    user who passes TF_FORCE_GPU_ALLOW_GROWTH=false means it)."""
+    kit, native = get("TF_GPU_MEMORY_GROWTH"), get("TF_FORCE_GPU_ALLOW_GROWTH")
+    kit_value = parse_bool("TF_GPU_MEMORY_GROWTH", kit) if kit is not None else None
+    native_value: Optional[bool] = None
+    if native is not None:
+        if native not in ("true", "false"):
+            raise ConfigError(
+                "TF_FORCE_GPU_ALLOW_GROWTH",
+                native,
+                "exactly true or false (lowercase)",
+                "true",
+                why="TensorFlow ignores anything else with only a log line; or use TF_GPU_MEMORY_GROWTH",
+            )
+        native_value = native == "true"
+    if kit_value is not None and native_value is not None and kit_value != native_value:
+        kit_src = s.sources["TF_GPU_MEMORY_GROWTH"].source
+        native_src = s.sources["TF_FORCE_GPU_ALLOW_GROWTH"].source
+        if kit_src == IMAGE_DEFAULT and native_src == ENVIRONMENT:
+            s.sources["TF_GPU_MEMORY_GROWTH"].note = "overridden by TF_FORCE_GPU_ALLOW_GROWTH"
+            kit_value = native_value
+        elif native_src == IMAGE_DEFAULT and kit_src == ENVIRONMENT:
+            native_value = kit_value
+        else:
+            raise ConfigError(
+                "TF_GPU_MEMORY_GROWTH",
+                str(kit),
+                "the same setting as TF_FORCE_GPU_ALLOW_GROWTH, or only one of them",
+                "true",
+                why=f"contradicts TF_FORCE_GPU_ALLOW_GROWTH={native}",
+            )
+    s.growth = kit_value if kit_value is not None else native_value
+    if s.growth is not None:
+        want = "true" if s.growth else "false"
+        current = s.sources.get("TF_FORCE_GPU_ALLOW_GROWTH")
+        if current is None or current.value != want:
+            s.sources["TF_FORCE_GPU_ALLOW_GROWTH"] = Setting(
+                want, DERIVED, "from TF_GPU_MEMORY_GROWTH"
+            )

@@ -1,0 +1,70 @@
+"""`tfgpu show [--json]`: the effective settings, per variable, with their source."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from tfgpu.errors import EXIT_OK, ConfigError
+from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, is_disabled, parse_environment
+
+if TYPE_CHECKING:
+    from typing import Dict, Mapping, Optional, TextIO
+
+
+def show(
+    as_json: bool = False, environ: Optional[Mapping[str, str]] = None, out: Optional[TextIO] = None
+) -> int:
+    environ = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    try:
+        settings = parse_environment(environ)
+    except ConfigError as e:
+        if as_json:
+            import json
+
+            out.write(
+                json.dumps({"ok": False, "enabled": True, "settings": {}, "error": str(e)}) + "\n"
+            )
+        sys.stderr.write(f"tfgpu: error: {e}\n")
+        return e.exit_code
+    table: Dict[str, Dict[str, str]] = {
+        name: settings.sources[name].as_json()
+        for name in KIT_VARIABLES + NATIVE_VARIABLES
+        if name in settings.sources
+    }
+    if is_disabled(environ):
+        table = {
+            "TF_GPU_CONFIG": {"value": environ.get("TF_GPU_CONFIG", ""), "source": "environment"}
+        }
+    if as_json:
+        import json
+
+        doc = {
+            "ok": True,
+            "enabled": settings.enabled,
+            "settings": table,
+            "warnings": settings.warnings,
+            "error": None,
+        }
+        out.write(json.dumps(doc, indent=2) + "\n")
+        return EXIT_OK
+    if not settings.enabled:
+        out.write("TF_GPU_CONFIG=off: the kit does nothing (no hook, no checks)\n")
+        return EXIT_OK
+    from tfgpu.plan import make_plan
+    from tfgpu.summary import describe_plan
+
+    width = max(len(n) for n in KIT_VARIABLES + NATIVE_VARIABLES)
+    for name in KIT_VARIABLES + NATIVE_VARIABLES:
+        entry = table.get(name)
+        if entry is None:
+            out.write(f"{name:<{width}}  (unset)\n")
+        else:
+            note = f"; {entry['note']}" if entry.get("note") else ""
+            out.write(f"{name:<{width}}  {entry['value']!r:<12} {entry['source']}{note}\n")
+    out.write(f"\nasks for: {describe_plan(settings, make_plan(settings, []))}\n")
+    for w in settings.warnings:
+        out.write(f"warning: {w}\n")
+    return EXIT_OK

@@ -1,0 +1,43 @@
+"""What TensorFlow build is installed, read from its files without importing it.
+
+`import tensorflow` takes seconds; `tfgpu run` must not pay that. The build facts live in
+`tensorflow/python/platform/build_info.py` as a literal dict, which we read as text.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Dict, Optional
+
+_DICT = re.compile(r"OrderedDict\((\[.*?\])\)", re.DOTALL)
+
+
+def tensorflow_dir() -> Optional[str]:
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def build_info(tf_dir: Optional[str] = None) -> Optional[Dict[str, object]]:
+    """The `get_build_info()` dict of the installed TensorFlow, or None if it is not installed."""
+    tf_dir = tf_dir or tensorflow_dir()
+    if tf_dir is None:
+        return None
+    try:
+        with open(
+            os.path.join(tf_dir, "python", "platform", "build_info.py"), encoding="utf-8"
+        ) as f:
+            m = _DICT.search(f.read())
+        return dict(ast.literal_eval(m.group(1))) if m else {}
+    except (OSError, ValueError, SyntaxError):
+        return {}
