@@ -1,0 +1,90 @@
+"""Suite-wide test policy (owner: harness).
+
+- Tests marked `docker` need a running Docker engine. Locally, without one, they
+  are skipped with the reason. With `CI=true` an unreachable engine is an
+  *error* in every such test, never a skip, and a run in which no `docker` test
+  passed fails: a green CI run means the container tests ran.
+- At the end, one line per test group (directory under tests/, and the `docker`
+  marker) says what ran, so the CI log shows it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter, defaultdict
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# `import tests.standin` and `import tfgpu_kit` need the checkout on sys.path; `python
+# -m pytest` (./kit test) has it, a bare `pytest` does not.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+@cache
+def engine_problem() -> str | None:
+    """Why no Docker engine can be used, or None when one answers."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.close()
+    except Exception as exc:
+        return f"no Docker engine answers ({type(exc).__name__}: {exc})"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") is None:
+        return
+    problem = engine_problem()
+    if problem is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true: {problem}; container tests must run in CI", pytrace=False)
+    pytest.skip(f"{problem} (set CI=true to make this an error)")
+
+
+def _group(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+
+
+_outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # One outcome per test: the call phase, or setup/teardown when they fail/skip.
+    if report.when == "call" or report.outcome != "passed":
+        outcome = "error" if report.when != "call" and report.failed else report.outcome
+        groups = [_group(report.nodeid)]
+        if "docker" in report.keywords:
+            groups.append("marker:docker")
+        for group in groups:
+            _outcomes[group][outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _outcomes:
+        return
+    terminalreporter.section("test groups that ran")
+    for group in sorted(_outcomes):
+        counts = ", ".join(f"{n} {what}" for what, n in sorted(_outcomes[group].items()))
+        terminalreporter.write_line(f"{group:>16}: {counts}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # A CI run whose container tests were all deselected or skipped is not green.
+    if in_ci() and exitstatus == 0 and _outcomes["marker:docker"]["passed"] == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print("\nCI=true but no test marked `docker` passed: the container tests did not run.")
