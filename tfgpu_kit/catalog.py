@@ -1,0 +1,83 @@
+"""The images the spec describes: one per (offered TensorFlow version, variant), with their tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfgpu_kit import matrix
+from tfgpu_kit.spec import Spec, Variant
+from tfgpu_kit.versions import Version
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image to render and build."""
+
+    tensorflow: str
+    variant_name: str
+    variant: Variant
+    base_registry: str
+    base_repository: str
+    base_python: str
+    repository: str
+    newest: bool
+    req: matrix.Requirements
+
+    @property
+    def name(self) -> str:
+        """`2.21.0-gpu`: the image's id, its dockerfiles/ folder and its first tag."""
+        return f"{self.tensorflow}-{self.variant_name}"
+
+    @property
+    def base_tag(self) -> str:
+        return f"{self.tensorflow}{self.variant.base_suffix}"
+
+    @property
+    def base_ref(self) -> str:
+        """Base image without the registry: `tensorflow/tensorflow:2.21.0-gpu`."""
+        return f"{self.base_repository}:{self.base_tag}"
+
+    @property
+    def jupyter(self) -> bool:
+        return self.variant.jupyter is not None
+
+    @property
+    def short_version(self) -> str:
+        v = Version.parse(self.tensorflow)
+        return f"{v.major}.{v.minor}"
+
+    def composite_tag(self, python: str | None = None) -> str:
+        """`2.21.0-gpu-py311-cu125` (AWS DLC style): Python and CUDA major+minor inside."""
+        py = Version.parse(python or self.base_python)
+        return f"{self.name}-py{py.major}{py.minor}-cu{self.req.cuda.major}{self.req.cuda.minor}"
+
+    def tags(self, *, registry: str | None = None, python: str | None = None) -> list[str]:
+        """Full references, `[REGISTRY/]REPO:TAG`, in the order of CONTRACTS.md."""
+        names = [self.name, f"{self.short_version}-{self.variant_name}"]
+        if self.newest:
+            names.append(f"latest-{self.variant_name}")
+        names.append(self.composite_tag(python))
+        repo = f"{registry.rstrip('/')}/{self.repository}" if registry else self.repository
+        return [f"{repo}:{name}" for name in names]
+
+
+def images(spec: Spec) -> list[Image]:
+    """Every image, newest TensorFlow first, variants in spec order."""
+    found: list[Image] = []
+    newest = spec.default_version
+    for offered in spec.images.versions:
+        for variant_name, variant in spec.images.variants.items():
+            found.append(
+                Image(
+                    tensorflow=offered.version,
+                    variant_name=variant_name,
+                    variant=variant,
+                    base_registry=spec.images.base.registry,
+                    base_repository=spec.images.base.repository,
+                    base_python=offered.base_python,
+                    repository=spec.images.repository,
+                    newest=offered.version == newest,
+                    req=matrix.requirements(spec, offered.version),
+                )
+            )
+    return found

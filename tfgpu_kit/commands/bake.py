@@ -1,0 +1,57 @@
+"""`build.py bake [SELECTORS…] [--out FILE] [--assemble]`: a docker-bake.json of the same matrix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from tfgpu_kit import bake, catalog, selectors
+from tfgpu_kit import spec as specs
+from tfgpu_kit.commands.build import assemble_contexts, buildargs
+
+NAME = "bake"
+HELP = "emit a docker-bake.json for `docker buildx bake`"
+DESCRIPTION = """Emit a docker-bake.json (stdout, or --out FILE) with one target per image, the
+same tags
+and build arguments as `build`, and groups per variant. Each target's context must hold the
+Dockerfile
+and wheels/: --assemble writes them under --contexts."""
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("selectors", nargs="*", metavar="SELECTOR")
+    parser.add_argument("--out", type=Path, help="write the file here instead of stdout")
+    parser.add_argument(
+        "--contexts",
+        type=Path,
+        default=Path(".tfgpu-contexts"),
+        help="directory of the build contexts (default: .tfgpu-contexts)",
+    )
+    parser.add_argument("--assemble", action="store_true", help="write the build contexts too")
+    parser.add_argument("--registry", help="push registry prefixed to the tags")
+    parser.add_argument("--base-registry", help="registry mirror for the base images")
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = specs.load()
+    images = selectors.select(catalog.images(spec), args.selectors)
+    if args.assemble:
+        assemble_contexts(spec, images, args.contexts)
+    data = bake.bake_file(
+        images,
+        contexts=args.contexts,
+        registry=args.registry,
+        base_registry=args.base_registry,
+        buildargs=buildargs(base_digest=None),
+    )
+    text = json.dumps(data, indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+        log.info("wrote %s (%d targets)", args.out, len(images))
+    else:
+        print(text, end="")
+    return 0

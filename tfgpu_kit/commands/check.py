@@ -1,0 +1,122 @@
+"""`build.py check [--driver V] [--tf X …] [--gpu-arch sm_90] [--json]`: can this driver run the
+images?"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from tfgpu_kit import matrix as rules
+from tfgpu_kit import nvml
+from tfgpu_kit import spec as specs
+from tfgpu_kit.errors import EXIT_FAILED, UsageError
+from tfgpu_kit.output import print_json, table
+from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
+
+NAME = "check"
+HELP = "verdict per TensorFlow version for a driver (default: the local one, through NVML)"
+DESCRIPTION = """For each TensorFlow version: runs natively; runs by minor-version compatibility
+(and,
+with --gpu-arch, whether PTX-only coverage then fails to JIT); needs forward compatibility
+(data-centre
+GPUs only); or does not run, with the minimum driver and the newest TensorFlow that would.
+Exits 1 when any selected version cannot run."""
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--driver", help="driver version as nvidia-smi prints it, e.g. 535.104.05")
+    parser.add_argument(
+        "--tf",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="TensorFlow version (2.21.0, or 2.21 for the newest 2.21.x); repeatable;"
+        " default: all offered",
+    )
+    parser.add_argument("--gpu-arch", help="GPU architecture, e.g. sm_90 (H100) or 8.0 (A100)")
+    parser.add_argument("--json", action="store_true", help="JSON on stdout")
+
+
+def resolve_versions(spec: specs.Spec, wanted: list[str]) -> list[str]:
+    offered = [v.version for v in spec.images.versions]
+    if not wanted:
+        return offered
+    known = list(spec.matrix.tensorflow)
+    found = []
+    for text in wanted:
+        if text in known:
+            found.append(text)
+            continue
+        same_minor = [v for v in known if v.startswith(text + ".")]
+        if not same_minor:
+            raise UsageError(f"--tf {text}: not in the matrix", hint=f"known: {', '.join(known)}")
+        found.append(str(max(Version.parse(v) for v in same_minor)))
+    return list(dict.fromkeys(found))
+
+
+def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
+    local = nvml.read()
+    log.info("local driver %s (NVML)", local.version)
+    if arch is None and local.gpus:
+        archs = {gpu.arch for gpu in local.gpus}
+        if len(archs) > 1:
+            log.warning("GPUs of several architectures: judging GPU 0 only; use --gpu-arch")
+        major, minor = local.gpus[0].arch
+        arch = Arch(major, minor)
+        log.info("GPU 0: %s (%s)", local.gpus[0].name, arch)
+    return parse_driver(local.version, flag="NVML driver version"), arch
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = specs.load()
+    arch = parse_arch(args.gpu_arch) if args.gpu_arch else None
+    versions = resolve_versions(spec, args.tf)
+    if args.driver is not None:
+        driver = parse_driver(args.driver)
+    else:
+        driver, arch = _local(arch)
+    results = [rules.assess(spec, tf, driver, arch) for tf in versions]
+    if args.json:
+        print_json(
+            {
+                "driver": str(driver),
+                "gpu_arch": str(arch) if arch else None,
+                "results": [r.as_json() for r in results],
+            }
+        )
+    else:
+        table(
+            f"driver {driver}" + (f", GPU {arch}" if arch else ""),
+            ["TensorFlow", "CUDA", "verdict", "why"],
+            [
+                [
+                    r.tensorflow,
+                    str(r.req.cuda),
+                    r.verdict.value,
+                    "; ".join(r.reasons)
+                    + (
+                        f"; newest TensorFlow that runs: {r.newest_runnable}"
+                        if not r.verdict.runs
+                        else ""
+                    ),
+                ]
+                for r in results
+            ],
+        )
+        for r in results:
+            if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
+                log.warning(
+                    "TensorFlow %s: no TensorFlow in the matrix runs on driver %s",
+                    r.tensorflow,
+                    driver,
+                )
+    bad = [r for r in results if not r.verdict.runs]
+    if bad:
+        log.error(
+            "cannot run as built: %s",
+            ", ".join(f"TensorFlow {r.tensorflow} ({r.verdict.value})" for r in bad),
+        )
+        return EXIT_FAILED
+    return 0

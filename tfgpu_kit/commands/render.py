@@ -1,0 +1,57 @@
+"""`build.py render [--out DIR] [--check]`: write one Dockerfile per image (dockerfiles/ by
+default)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from tfgpu_kit import catalog, render
+from tfgpu_kit import spec as specs
+from tfgpu_kit.errors import EXIT_FAILED
+
+NAME = "render"
+HELP = "render the Dockerfiles from images/ and templates/"
+DESCRIPTION = """Render dockerfiles/<version>-<variant>/Dockerfile for every image. With --check,
+write
+nothing and exit 1 naming each committed file that is missing, stale or left over."""
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=render.DOCKERFILES_DIR,
+        help="output directory (default: dockerfiles/)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="fail when the files under --out are not what render would write",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = specs.load()
+    out: Path = args.out.resolve()
+    rendered = render.render_all(spec, catalog.images(spec), out)
+    if args.check:
+        problems = render.stale(rendered, out)
+        for problem in problems:
+            print(problem)
+        if problems:
+            log.error(
+                "%d generated file(s) out of date: run `python build.py render` and commit",
+                len(problems),
+            )
+            return EXIT_FAILED
+        log.info("%d Dockerfiles up to date", len(rendered))
+        return 0
+    written = render.write(rendered)
+    for path in written:
+        print(path)
+    log.info("%d Dockerfiles rendered, %d changed", len(rendered), len(written))
+    return 0

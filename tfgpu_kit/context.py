@@ -1,0 +1,142 @@
+"""Assembling a build context on the host: the rendered Dockerfile plus wheels/ holding the tfgpu
+runtime
+wheel, the wheels of its extras and of the image's extra pip packages, pip itself (wheels/pip.whl,
+run
+from the wheel inside the build) and wheels/requirements.txt pinning them. The Docker build then
+needs
+no network.
+
+Downloaded wheels are cached per target Python under $XDG_CACHE_HOME/tfgpu-kit/wheels; a download is
+first tried offline from that cache, so a warm cache also works without PyPI."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfgpu_kit.catalog import Image
+from tfgpu_kit.errors import KitError
+from tfgpu_kit.spec import ROOT
+
+log = logging.getLogger(__name__)
+
+RUNTIME_SOURCE = ROOT / "entrypoint"
+_WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+class ContextError(KitError):
+    """The build context could not be assembled (wheel build or download failed)."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tfgpu-kit" / "wheels"
+
+
+def _pip(args: list[str], what: str) -> None:
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    log.debug("running %s", " ".join(command))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise ContextError(f"{what} failed (pip exit {result.returncode}):\n{tail}")
+
+
+def build_runtime_wheel(dest: Path, source: Path = RUNTIME_SOURCE) -> Path:
+    """`pip wheel --no-deps --no-build-isolation ./entrypoint` into dest; returns the wheel."""
+    if not (source / "pyproject.toml").exists():
+        raise ContextError(f"runtime package not found: {source}/pyproject.toml does not exist")
+    dest.mkdir(parents=True, exist_ok=True)
+    before = set(dest.glob("*.whl"))
+    _pip(
+        ["wheel", "--no-deps", "--no-build-isolation", "--quiet", str(source), "-w", str(dest)],
+        f"building the runtime wheel from {source}",
+    )
+    made = sorted(set(dest.glob("*.whl")) - before) or sorted(dest.glob("tfgpu-*.whl"))
+    if not made:
+        raise ContextError(f"pip wheel {source} produced no wheel")
+    return made[-1]
+
+
+def download(packages: list[str], python: str, dest: Path) -> None:
+    """Wheels of `packages` (and their dependencies) for the target Python, via the cache."""
+    if not packages:
+        return
+    cache = cache_dir() / f"py{python}"
+    cache.mkdir(parents=True, exist_ok=True)
+    target = ["--only-binary=:all:", "--python-version", python, "--dest", str(cache), "--quiet"]
+    try:
+        _pip(["download", "--no-index", "--find-links", str(cache), *target, *packages], "offline")
+    except ContextError:
+        _pip(
+            ["download", *target, *packages],
+            f"downloading {', '.join(packages)} for Python {python}",
+        )
+    # Copy what the (now offline-satisfiable) resolution needs: resolve again into dest from the
+    # cache.
+    _pip(
+        [
+            "download",
+            "--no-index",
+            "--find-links",
+            str(cache),
+            *target[:3],
+            "--dest",
+            str(dest),
+            "--quiet",
+            *packages,
+        ],
+        f"copying {', '.join(packages)} from the wheel cache",
+    )
+
+
+def pins(wheels: Path) -> list[str]:
+    """`name==version` for every wheel in the directory (pip.whl excluded)."""
+    lines = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        match = _WHEEL_NAME.match(wheel.name)
+        if wheel.name == "pip.whl" or not match:
+            continue
+        lines.append(f"{match['name'].replace('_', '-')}=={match['version']}")
+    return lines
+
+
+@dataclass(frozen=True)
+class Context:
+    path: Path
+    requirements: list[str]
+
+
+def assemble(
+    image: Image,
+    dockerfile_text: str,
+    dest: Path,
+    *,
+    runtime_wheel: Path,
+    runtime_extras: list[str],
+) -> Context:
+    """Write a complete build context for `image` into `dest` (created; emptied first)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    wheels = dest / "wheels"
+    wheels.mkdir(parents=True)
+    (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
+    shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
+    python = image.base_python
+    download([*runtime_extras, *image.variant.pip], python, wheels)
+    pip_dir = dest / "pip-download"
+    download(["pip"], python, pip_dir)
+    pip_wheels = sorted(pip_dir.glob("pip-*.whl"))
+    if not pip_wheels:
+        raise ContextError(f"no pip wheel for Python {python}")
+    shutil.move(str(pip_wheels[-1]), wheels / "pip.whl")
+    shutil.rmtree(pip_dir)
+    requirements = pins(wheels)
+    (wheels / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    return Context(dest, requirements)

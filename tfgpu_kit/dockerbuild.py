@@ -1,0 +1,174 @@
+"""Building, tagging and pushing images with the Docker SDK, streaming the build's steps to stderr.
+
+A failed step stops with that step's output (DockerError), never a traceback; an unreachable engine
+is a
+DockerError saying so."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from tfgpu_kit.errors import DockerError
+from tfgpu_kit.log import stderr
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+
+
+def client() -> Any:
+    """A Docker client whose engine answers, or DockerError."""
+    try:
+        c = docker.from_env(timeout=600)
+        c.ping()
+    except docker.errors.DockerException as exc:
+        raise DockerError(
+            f"no Docker engine answers ({exc})",
+            hint="start dockerd (or Docker Desktop) or set DOCKER_HOST; `docker info` must work",
+        ) from None
+    return c
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """`reg:5000/repo/name:tag` -> (`reg:5000/repo/name`, `tag`)."""
+    repo, _, tag = ref.rpartition(":")
+    if not repo or "/" in tag:
+        return ref, "latest"
+    return repo, tag
+
+
+def local_image(c: Any, ref: str) -> Any | None:
+    try:
+        return c.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise DockerError(f"cannot inspect {ref}: {exc.explanation or exc}") from None
+
+
+def repo_digest(image: Any) -> str | None:
+    """The registry digest (sha256:…) of a pulled image; None for local-only images."""
+    digests = image.attrs.get("RepoDigests") or []
+    return digests[0].split("@", 1)[1] if digests else None
+
+
+@dataclass
+class StepLog:
+    """The output of the build step being run, kept to report a failure."""
+
+    header: str = ""
+    lines: list[str] = field(default_factory=list)
+
+    def start(self, header: str) -> None:
+        self.header = header
+        self.lines = []
+
+
+def _follow(chunks: Iterable[dict[str, Any]], label: str) -> str:
+    """Stream build output; return the built image id or raise DockerError with the failing step."""
+    step = StepLog()
+    image_id: str | None = None
+    for chunk in chunks:
+        if "stream" in chunk:
+            for line in str(chunk["stream"]).splitlines():
+                if not line.strip():
+                    continue
+                if line.startswith("Step "):
+                    step.start(line)
+                    stderr.print(f"[bold]{label}[/] {line}", markup=True, highlight=False)
+                else:
+                    step.lines.append(line)
+                    log.debug("%s   %s", label, line)
+        elif "error" in chunk or "errorDetail" in chunk:
+            message = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "unknown")
+            output = "\n".join(f"    {line}" for line in step.lines[-40:]) or "    (no output)"
+            raise DockerError(
+                f"building {label} failed at {step.header or 'the start'}\n{output}"
+                f"\n  error: {message}"
+            )
+        elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
+            image_id = str(chunk["aux"]["ID"])
+    if image_id is None:
+        raise DockerError(f"building {label}: the engine reported no image id")
+    return image_id
+
+
+def build(
+    c: Any,
+    context: Path,
+    *,
+    label: str,
+    tag: str,
+    buildargs: dict[str, str],
+    no_cache: bool,
+) -> str:
+    """Build the context (classic builder, never pulling: a local base is used as it is)."""
+    try:
+        chunks: Iterator[dict[str, Any]] = c.api.build(
+            path=str(context),
+            dockerfile="Dockerfile",
+            tag=tag,
+            buildargs=buildargs,
+            nocache=no_cache,
+            pull=False,
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+        return _follow(chunks, label)
+    except docker.errors.APIError as exc:
+        raise DockerError(f"building {label}: {exc.explanation or exc}") from None
+    except docker.errors.DockerException as exc:
+        raise DockerError(f"building {label}: {exc}") from None
+
+
+def tag(c: Any, image_id: str, ref: str) -> None:
+    repo, name = split_ref(ref)
+    try:
+        c.api.tag(image_id, repo, name, force=True)
+    except docker.errors.APIError as exc:
+        raise DockerError(f"tagging {ref}: {exc.explanation or exc}") from None
+
+
+def push(c: Any, ref: str) -> None:
+    repo, name = split_ref(ref)
+    stderr.print(f"pushing {ref}", highlight=False)
+    try:
+        for chunk in c.api.push(repo, tag=name, stream=True, decode=True):
+            if "error" in chunk or "errorDetail" in chunk:
+                message = chunk.get("error") or chunk.get("errorDetail", {}).get("message")
+                raise DockerError(f"pushing {ref} failed: {message}")
+    except docker.errors.APIError as exc:
+        raise DockerError(f"pushing {ref}: {exc.explanation or exc}") from None
+
+
+def python_version(c: Any, image_id: str) -> str:
+    """`3.11`: the Python inside the image (for the composite tag), from a throw-away container."""
+    try:
+        out = c.containers.run(
+            image_id,
+            entrypoint=["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            command=[],
+            remove=True,
+            network_disabled=True,
+        )
+    except docker.errors.DockerException as exc:
+        raise DockerError(f"cannot run python3 in the built image: {exc}") from None
+    return bytes(out).decode().strip()
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.start

@@ -1,0 +1,216 @@
+"""The compatibility rules: can driver D run TensorFlow X (CUDA X.Y) on GPU architecture A?
+
+Verdicts, in order of preference:
+- native: the driver is at least the toolkit's own minimum.
+- minor-version compatibility: older driver of the same CUDA major, at or above the major's floor
+  (12.x >= 525.60.13, 11.x >= 450.80.02, 13.x >= 580). Works, except that PTX produced by the newer
+  toolkit cannot be JIT-compiled by the older driver: a GPU whose architecture the build covers only
+  as PTX (e.g. H100, sm_90, with TF 2.21's compute_90) then fails.
+- forward compatibility: the cuda-compat package of the image's CUDA on this driver branch
+  (data-centre GPUs only); the image does not ship it, so this counts as "cannot run as built".
+- does not run.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from tfgpu_kit.spec import Spec, TensorFlowBuild
+from tfgpu_kit.versions import Arch, Version, is_branch_only, parse_arch_code
+
+
+class Verdict(str, enum.Enum):
+    NATIVE = "native"
+    MINOR_COMPAT = "minor-version compatibility"
+    FORWARD_COMPAT = "needs forward compatibility"
+    NO = "does not run"
+
+    @property
+    def runs(self) -> bool:
+        return self in (Verdict.NATIVE, Verdict.MINOR_COMPAT)
+
+
+class ArchCoverage(str, enum.Enum):
+    SASS = "sass"
+    PTX = "ptx"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What one TensorFlow build needs from the host driver."""
+
+    tensorflow: str
+    cuda: Version
+    cudnn: Version
+    driver_min: Version
+    compat_floor: Version
+
+    @property
+    def require_cuda(self) -> str:
+        return nvidia_require_cuda(self.cuda)
+
+
+def nvidia_require_cuda(cuda: Version) -> str:
+    """The NVIDIA_REQUIRE_CUDA value of an image built for `cuda`: `cuda>=MAJOR.0`.
+
+    libnvidia-container compares `cuda` against the CUDA version the host driver supports
+    (cuDriverGetVersion), so `cuda>=12.0` admits exactly the drivers that can run a 12.x toolkit
+    through minor-version compatibility: 12.0 GA's minimum is the 12.x floor 525.60.13, and 13.x's
+    floor
+    (>= 580) is the 580 branch that reports 13.0. For 11.x it admits 450.36.06 (11.0 GA) while the
+    floor is 450.80.02: no `driver>=450.80.02` term is added, because the Go implementation of the
+    same grammar (nvidia-container-toolkit internal/requirements, golang.org/x/mod/semver) rejects
+    components with leading zeros such as `02` and would then refuse every host. See
+    docs/build.md."""
+    return f"cuda>={cuda.major}.0"
+
+
+def requirements(spec: Spec, tf: str) -> Requirements:
+    build = spec.matrix.tensorflow[tf]
+    cuda = Version.parse(build.cuda)
+    return Requirements(
+        tensorflow=tf,
+        cuda=cuda,
+        cudnn=Version.parse(build.cudnn),
+        driver_min=Version.parse(spec.matrix.cuda[build.cuda].driver_min),
+        compat_floor=Version.parse(spec.matrix.cuda_majors[str(cuda.major)].compat_floor),
+    )
+
+
+def arch_coverage(build: TensorFlowBuild, arch: Arch) -> ArchCoverage:
+    """How the build covers `arch`: SASS for the same major at or below its minor, else PTX at or
+    below
+    it (JIT), else not at all."""
+    if build.arches is None:
+        return ArchCoverage.UNKNOWN
+    for code in build.arches.sass:
+        _, sass = parse_arch_code(code)
+        if sass.major == arch.major and sass.minor <= arch.minor:
+            return ArchCoverage.SASS
+    for code in build.arches.ptx:
+        _, ptx = parse_arch_code(code)
+        if ptx <= arch:
+            return ArchCoverage.PTX
+    return ArchCoverage.NONE
+
+
+@dataclass
+class Assessment:
+    """The verdict for one TensorFlow version on one driver (and optionally one GPU
+    architecture)."""
+
+    tensorflow: str
+    req: Requirements
+    driver: Version
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+    arch: Arch | None = None
+    coverage: ArchCoverage | None = None
+    ptx_jit_failure: bool = False
+    newest_runnable: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "tensorflow": self.tensorflow,
+            "cuda": str(self.req.cuda),
+            "cudnn": str(self.req.cudnn),
+            "driver": str(self.driver),
+            "driver_min": str(self.req.driver_min),
+            "driver_min_compat": str(self.req.compat_floor),
+            "gpu_arch": str(self.arch) if self.arch else None,
+            "arch_coverage": self.coverage.value if self.coverage else None,
+            "verdict": self.verdict.value,
+            "runs": self.verdict.runs,
+            "ptx_jit_failure": self.ptx_jit_failure,
+            "reasons": self.reasons,
+            "newest_runnable_tensorflow": self.newest_runnable,
+        }
+
+
+def _forward_compat_possible(spec: Spec, driver: Version, cuda: Version) -> bool:
+    entry = spec.matrix.forward_compat.get(str(driver.major))
+    return entry is not None and cuda >= Version.parse(entry.from_cuda)
+
+
+def _driver_verdict(req: Requirements, driver: Version) -> Verdict:
+    if driver >= req.driver_min:
+        return Verdict.NATIVE
+    if driver >= req.compat_floor:
+        return Verdict.MINOR_COMPAT
+    return Verdict.NO
+
+
+def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> Assessment:
+    req = requirements(spec, tf)
+    build = spec.matrix.tensorflow[tf]
+    verdict = _driver_verdict(req, driver)
+    result = Assessment(tf, req, driver, verdict, arch=arch)
+    cuda = req.cuda
+    if verdict is Verdict.NATIVE:
+        result.reasons.append(f"driver {driver} >= {req.driver_min}, the minimum for CUDA {cuda}")
+    elif verdict is Verdict.MINOR_COMPAT:
+        result.reasons.append(
+            f"driver {driver} < CUDA {cuda} minimum {req.driver_min}, >= CUDA {cuda.major}.x floor"
+            f" {req.compat_floor}: minor-version compatibility (no newer-driver features)"
+        )
+    else:
+        result.reasons.append(
+            f"driver {driver} < CUDA {cuda.major}.x floor {req.compat_floor} (CUDA {cuda} needs"
+            f" {req.driver_min}, natively)"
+        )
+    if arch is not None:
+        result.coverage = arch_coverage(build, arch)
+        if result.coverage is ArchCoverage.NONE:
+            result.verdict = Verdict.NO
+            result.reasons.append(f"TensorFlow {tf} ships no kernels that run on {arch}")
+        elif result.coverage is ArchCoverage.UNKNOWN:
+            result.reasons.append(
+                f"SASS/PTX architectures of TensorFlow {tf} unknown: {arch} not assessed"
+            )
+        elif result.coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT:
+            result.ptx_jit_failure = True
+            result.verdict = Verdict.NO
+            result.reasons.append(
+                f"{arch} only has PTX, and PTX from CUDA {cuda} cannot be JIT-compiled by an older"
+                " driver: fails under minor-version compatibility"
+            )
+        elif result.coverage is ArchCoverage.PTX:
+            result.reasons.append(f"{arch} runs through PTX JIT (slower first start)")
+    if (
+        not result.verdict.runs
+        and _forward_compat_possible(spec, driver, cuda)
+        and result.coverage is not ArchCoverage.NONE
+    ):
+        result.verdict = Verdict.FORWARD_COMPAT
+        result.reasons.append(
+            f"data-centre GPUs only: cuda-compat-{cuda.major}-{cuda.minor} (not in the image)"
+            f" supports branch {driver.major}"
+        )
+    if is_branch_only(driver):
+        result.reasons.append(
+            f"only the branch {driver} was given: judged as its oldest driver (give the full one)"
+        )
+    if not result.verdict.runs:
+        result.newest_runnable = newest_runnable(spec, driver, arch)
+    return result
+
+
+def newest_runnable(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
+    """The newest TensorFlow in the matrix this driver runs (natively or by minor compatibility)."""
+    runnable = []
+    for tf in spec.matrix.tensorflow:
+        req = requirements(spec, tf)
+        verdict = _driver_verdict(req, driver)
+        if not verdict.runs:
+            continue
+        if arch is not None:
+            coverage = arch_coverage(spec.matrix.tensorflow[tf], arch)
+            if coverage is ArchCoverage.NONE:
+                continue
+            if coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT:
+                continue
+        runnable.append(Version.parse(tf))
+    return str(max(runnable)) if runnable else None

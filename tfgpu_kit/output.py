@@ -1,0 +1,33 @@
+"""Printing data on stdout: JSON for scripts, rich tables for people."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from tfgpu_kit import log
+
+
+def print_json(value: object) -> None:
+    # plain print: rich would wrap or colour it
+    print(json.dumps(value, indent=2))
+
+
+def _console() -> Console:
+    """stdout; a pipe or file gets long lines rather than rich's 80-column default."""
+    if log.stdout.is_terminal:
+        return log.stdout
+    return Console(no_color=bool(os.environ.get("NO_COLOR")), width=200, soft_wrap=True)
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    t = Table(title=title, title_justify="left")
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    _console().print(t)

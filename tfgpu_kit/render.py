@@ -1,0 +1,95 @@
+"""Rendering one Dockerfile per image from templates/ (Jinja2, StrictUndefined), and checking that
+the
+committed files under dockerfiles/ are up to date."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from tfgpu_kit.catalog import Image
+from tfgpu_kit.errors import SpecError
+from tfgpu_kit.spec import ROOT, Spec
+
+TEMPLATES_DIR = ROOT / "templates"
+DOCKERFILES_DIR = ROOT / "dockerfiles"
+
+
+def environment(templates: Path = TEMPLATES_DIR) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,  # Dockerfiles, not HTML
+    )
+
+
+def dockerfile_path(out: Path, image: Image) -> Path:
+    return out / image.name / "Dockerfile"
+
+
+def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None) -> str:
+    env = env or environment()
+    try:
+        return env.get_template("Dockerfile.j2").render(
+            image=image,
+            req=image.req,
+            user=spec.images.user,
+            jupyter=image.variant.jupyter,
+            cmd_json=json.dumps(image.variant.cmd),
+            unpinned_apt=any("=" not in package for package in image.variant.apt),
+        )
+    except jinja2.TemplateError as exc:
+        where = (
+            f" ({exc.filename}:{exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+        )
+        raise SpecError(f"templates: cannot render {image.name}{where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Rendered:
+    image: Image
+    path: Path
+    text: str
+
+
+def render_all(spec: Spec, images: list[Image], out: Path = DOCKERFILES_DIR) -> list[Rendered]:
+    env = environment()
+    return [Rendered(i, dockerfile_path(out, i), render_image(spec, i, env)) for i in images]
+
+
+def write(rendered: list[Rendered]) -> list[Path]:
+    """Write the files whose content changed; returns the paths written."""
+    written = []
+    for item in rendered:
+        current = item.path.read_text(encoding="utf-8") if item.path.exists() else None
+        if current != item.text:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            item.path.write_text(item.text, encoding="utf-8")
+            written.append(item.path)
+    return written
+
+
+def stale(rendered: list[Rendered], out: Path = DOCKERFILES_DIR) -> list[str]:
+    """Problems with the committed files: missing, different, or left over from a removed image."""
+    problems = []
+    expected = {item.path for item in rendered}
+    for item in rendered:
+        if not item.path.exists():
+            problems.append(f"{item.path.relative_to(out.parent)}: missing")
+        elif item.path.read_text(encoding="utf-8") != item.text:
+            problems.append(
+                f"{item.path.relative_to(out.parent)}: stale (differs from the templates)"
+            )
+    if out.is_dir():
+        for path in sorted(out.glob("*/Dockerfile")):
+            if path not in expected:
+                problems.append(
+                    f"{path.relative_to(out.parent)}: no such image in images.yaml any more"
+                )
+    return problems

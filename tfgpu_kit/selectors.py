@@ -1,0 +1,46 @@
+"""Selecting images on the command line: `2.21.0-gpu`, `2.21-gpu-jupyter`, `2.21.0` (all variants),
+`2.21` (all variants of 2.21.x), `gpu` (a variant, every version), `latest-gpu`, or a regex
+`re:^2\\.2`
+matched against the image name (`2.21.0-gpu`)."""
+
+from __future__ import annotations
+
+import re
+
+from tfgpu_kit.catalog import Image
+from tfgpu_kit.errors import UsageError
+
+
+def _matches(image: Image, selector: str) -> bool:
+    if selector.startswith("re:"):
+        return re.search(selector[3:], image.name) is not None
+    names = {
+        image.name,
+        f"{image.short_version}-{image.variant_name}",
+        image.tensorflow,
+        image.short_version,
+        image.variant_name,
+    }
+    if image.newest:
+        names.add(f"latest-{image.variant_name}")
+        names.add("latest")
+    return selector in names
+
+
+def select(images: list[Image], selectors: list[str]) -> list[Image]:
+    """Images matching any selector (all when none given), in catalog order; a selector that matches
+    nothing is a usage error naming what exists."""
+    if not selectors:
+        return list(images)
+    for selector in selectors:
+        if selector.startswith("re:"):
+            try:
+                re.compile(selector[3:])
+            except re.error as exc:
+                raise UsageError(
+                    f"selector {selector!r}: invalid regular expression ({exc})"
+                ) from None
+        if not any(_matches(image, selector) for image in images):
+            known = ", ".join(image.name for image in images)
+            raise UsageError(f"selector {selector!r} matches no image", hint=f"images: {known}")
+    return [image for image in images if any(_matches(image, s) for s in selectors)]

@@ -1,0 +1,111 @@
+"""Parsing and comparing NVIDIA driver versions, CUDA versions and GPU architectures.
+
+Driver versions compare numerically component by component, missing components counting as 0, as
+libnvidia-container's `dsl_compare_version` does (`535.104.05` == (535, 104, 5))."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tfgpu_kit.errors import UsageError
+
+_VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
+
+
+@dataclass(frozen=True, order=True)
+class Version:
+    """A dotted numeric version (driver `535.104.05`, CUDA `12.5.1`); `text` keeps the spelling."""
+
+    parts: tuple[int, ...]
+    text: str = field(compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Version:
+        """Parse without user-facing wording; raises ValueError."""
+        cleaned = text.strip()
+        if not _VERSION.match(cleaned):
+            raise ValueError(text)
+        parts = tuple(int(p) for p in cleaned.split("."))
+        while len(parts) > 1 and parts[-1] == 0:
+            parts = parts[:-1]
+        return cls(parts, cleaned)
+
+    @property
+    def major(self) -> int:
+        return self.parts[0]
+
+    @property
+    def minor(self) -> int:
+        return self.parts[1] if len(self.parts) > 1 else 0
+
+    @property
+    def major_minor(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_driver(text: str, *, flag: str = "--driver") -> Version:
+    """A Linux driver version as `nvidia-smi` prints it; a bare branch (`535`) is accepted and
+    means the
+    lowest driver of that branch (so verdicts stay conservative)."""
+    if text is None or not text.strip():
+        raise UsageError(
+            f"{flag}: empty driver version",
+            hint="give the version nvidia-smi prints, e.g. 535.104.05",
+        )
+    try:
+        version = Version.parse(text)
+    except ValueError:
+        raise UsageError(
+            f"{flag}: {text!r} is not a driver version",
+            hint="expected numbers separated by dots, e.g. 535.104.05 (or a branch such as 535)",
+        ) from None
+    if version.major < 100 or len(text.strip().split(".")) > 3:
+        raise UsageError(
+            f"{flag}: {text!r} does not look like a Linux driver version",
+            hint="Linux drivers look like 535.104.05; a CUDA version (12.2) is not one",
+        )
+    return version
+
+
+def is_branch_only(version: Version) -> bool:
+    """True when only the branch was given (`535`), so the verdict is for its lowest driver."""
+    return "." not in version.text
+
+
+@dataclass(frozen=True, order=True)
+class Arch:
+    """A GPU compute capability, e.g. 9.0 for H100 (`sm_90`)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+
+_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d)(\d)$|^(\d+)\.(\d)$")
+
+
+def parse_arch(text: str, *, flag: str = "--gpu-arch") -> Arch:
+    """`sm_90`, `sm90`, `90` or `9.0` (compute capability)."""
+    match = _ARCH.match(text.strip().lower())
+    if not match:
+        raise UsageError(
+            f"{flag}: {text!r} is not a GPU architecture",
+            hint="expected sm_XY or compute capability X.Y: sm_90 or 9.0 (H100), sm_80 (A100)",
+        )
+    groups = [g for g in match.groups() if g is not None]
+    return Arch(int(groups[0]), int(groups[1]))
+
+
+def parse_arch_code(code: str) -> tuple[str, Arch]:
+    """A build's arch entry: ('sass', Arch) for sm_XY, ('ptx', Arch) for compute_XY."""
+    match = re.match(r"^(sm|compute)_(\d+)(\d)$", code)
+    if not match:
+        raise ValueError(code)
+    kind = "sass" if match.group(1) == "sm" else "ptx"
+    return kind, Arch(int(match.group(2)), int(match.group(3)))
