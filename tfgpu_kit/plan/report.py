@@ -49,7 +49,7 @@ def table(budget: GpuBudget) -> Table:
         out.add_column(name, justify="right", no_wrap=True)
     for entry in budget.entries:
         out.add_row(
-            entry.who,
+            Text(entry.who),  # Text: a name like Deployment/x[tf] is not rich markup
             str(entry.count),
             "none" if entry.cap_mib is None else _mib(entry.cap_mib),
             _mib(entry.overhead_mib),

@@ -1,0 +1,297 @@
+"""`build.py k8s`: Kubernetes manifests (a serving Deployment, a training Job, and an
+optional device-plugin time-slicing ConfigMap) for an image built by the kit."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tfgpu.errors import ConfigError
+from tfgpu.settings import parse_bool, parse_mem_limit, parse_virtual_devices
+
+from tfgpu_kit import k8s
+from tfgpu_kit.errors import KitError, UsageError
+
+NAME = "k8s"
+HELP = "render Kubernetes manifests (Deployment, Job, time-slicing ConfigMap) for a kit image"
+
+DESCRIPTION = """\
+Render Kubernetes manifests for an image built by the kit: a Deployment that serves
+a model and a Job that trains one, each with the kit's environment contract
+(TF_GPU_MEM_LIMIT, TF_GPU_MEMORY_GROWTH, …), nvidia.com/gpu limits, probes, a
+non-root securityContext and resource requests; with --time-slicing also the NVIDIA
+device-plugin ConfigMap that lets several capped pods share each GPU. Check the
+result with `build.py plan FILE --gpu-memory SIZE`."""
+
+EPILOG = """\
+examples:
+  build.py k8s --name text --mem-limit 6GiB --serve-cmd "python serve.py" > text.yaml
+  build.py k8s --kind job --name train --mem-limit 10GiB --train-cmd "python train.py --epochs 5"
+  build.py k8s --name small --mem-limit 3GiB --time-slicing 4 --replicas 4 --out k8s/
+"""
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    what = parser.add_argument_group("what to render")
+    what.add_argument(
+        "--kind",
+        choices=("all", "deployment", "job"),
+        default="all",
+        help="the serving Deployment, the training Job, or both (default all)",
+    )
+    what.add_argument(
+        "--name", default="tfgpu", help="base name: NAME-serve and NAME-train (default tfgpu)"
+    )
+    what.add_argument(
+        "--namespace", help="namespace of the workloads (default: none, kubectl's current)"
+    )
+    what.add_argument(
+        "--out", metavar="DIR", help="write one file per manifest into DIR instead of stdout"
+    )
+    image = parser.add_argument_group("image")
+    image.add_argument(
+        "--image",
+        metavar="REF",
+        help="image reference (default: the kit's newest gpu image from images/images.yaml)",
+    )
+    image.add_argument("--registry", metavar="R", help="prefix the default image with registry R")
+    run = parser.add_argument_group("commands and workload shape")
+    run.add_argument(
+        "--serve-cmd",
+        default="python serve.py",
+        metavar="CMD",
+        help="the model server's command line (default: %(default)s)",
+    )
+    run.add_argument(
+        "--train-cmd",
+        default="python train.py",
+        metavar="CMD",
+        help="the training command line (default: %(default)s)",
+    )
+    run.add_argument(
+        "--port", default="8501", metavar="PORT", help="model server HTTP port (default 8501)"
+    )
+    run.add_argument(
+        "--health-path",
+        default="/healthz",
+        metavar="PATH",
+        help="HTTP path of readiness and liveness probes (default /healthz)",
+    )
+    run.add_argument("--replicas", default="1", metavar="N", help="Deployment replicas (default 1)")
+    run.add_argument("--parallelism", default="1", metavar="N", help="Job pods at once (default 1)")
+    run.add_argument("--completions", default="1", metavar="N", help="Job completions (default 1)")
+    gpu = parser.add_argument_group("GPU memory (the kit's environment contract)")
+    gpu.add_argument("--gpus", default="1", metavar="N", help="nvidia.com/gpu per pod (default 1)")
+    gpu.add_argument("--mem-limit", metavar="SIZE", help="TF_GPU_MEM_LIMIT, e.g. 6GiB, 6144, 40%%")
+    gpu.add_argument(
+        "--virtual-devices", metavar="SIZES", help="TF_GPU_VIRTUAL_DEVICES, e.g. 2048,2048"
+    )
+    gpu.add_argument(
+        "--memory-growth", metavar="BOOL", help="TF_GPU_MEMORY_GROWTH (default: the image's, true)"
+    )
+    gpu.add_argument(
+        "--metrics-port",
+        default="9401",
+        metavar="PORT",
+        help="TF_GPU_METRICS_PORT and Prometheus annotations; 0 disables (default 9401)",
+    )
+    gpu.add_argument(
+        "--time-slicing",
+        metavar="REPLICAS",
+        help="also render the device-plugin ConfigMap sharing each GPU as REPLICAS slices",
+    )
+    gpu.add_argument(
+        "--device-plugin-namespace",
+        default="gpu-operator",
+        metavar="NS",
+        help="namespace of that ConfigMap (default gpu-operator)",
+    )
+    gpu.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment variable for both workloads (repeatable)",
+    )
+    pod = parser.add_argument_group("pod resources and identity")
+    pod.add_argument("--cpu", default="1", help="CPU request (default 1)")
+    pod.add_argument("--memory", default="8Gi", help="memory request and limit (default 8Gi)")
+    pod.add_argument(
+        "--uid", metavar="UID", help="runAsUser/runAsGroup (default: the image's user)"
+    )
+
+
+def _number(flag: str, value: str, example: str, *, low: int = 1, high: int = 1_000_000) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise UsageError(
+            f"{flag} {value!r} is not valid: accepted: a whole number from {low} to {high}; "
+            f"example: {flag} {example}"
+        )
+    return int(text)
+
+
+def _variable(
+    flag: str, variable: str, value: str, check: Callable[[str, str], object]
+) -> tuple[str, str]:
+    """Validate a contract variable with the runtime's own parser; name the flag on error."""
+    try:
+        check(value, variable)
+    except ConfigError as error:
+        raise UsageError(
+            f"{flag} {value!r} is not valid: accepted: {error.accepted}; "
+            f"example: {flag} {error.example}"
+        ) from None
+    return variable, value
+
+
+def _bool(value: str, variable: str) -> bool:
+    return parse_bool(variable, value)
+
+
+def _environment(args: argparse.Namespace, metrics_port: int | None) -> list[tuple[str, str]]:
+    env: list[tuple[str, str]] = []
+    if args.mem_limit is not None:
+        env.append(_variable("--mem-limit", "TF_GPU_MEM_LIMIT", args.mem_limit, parse_mem_limit))
+    if args.virtual_devices is not None:
+        if args.mem_limit is not None:
+            raise UsageError(
+                "--mem-limit and --virtual-devices exclude each other: one cap per GPU, or the "
+                "sizes of its split; example: --virtual-devices 2048,2048"
+            )
+        env.append(
+            _variable(
+                "--virtual-devices",
+                "TF_GPU_VIRTUAL_DEVICES",
+                args.virtual_devices,
+                parse_virtual_devices,
+            )
+        )
+    if args.memory_growth is not None:
+        growth = args.memory_growth
+        env.append(_variable("--memory-growth", "TF_GPU_MEMORY_GROWTH", growth, _bool))
+    if metrics_port is not None:
+        env.append(("TF_GPU_METRICS_PORT", str(metrics_port)))
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UsageError(
+                f"--env {item!r} is not valid: accepted: NAME=VALUE; "
+                "example: --env TF_GPU_QUIET=true"
+            )
+        env.append((name, value))
+    return env
+
+
+def _default_image(registry: str | None) -> tuple[str, int | None]:
+    """The newest gpu image's first tag, and its user's uid, from the build side's spec."""
+    from tfgpu_kit import catalog, spec
+
+    loaded = spec.load()
+    for image in catalog.images(loaded):
+        if image.newest and not image.jupyter:
+            return image.tags(registry=registry)[0], loaded.images.user.uid
+    raise UsageError("images/images.yaml offers no non-Jupyter image; pass --image REF")
+
+
+def _command(flag: str, value: str) -> list[str]:
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise UsageError(
+            f'{flag} {value!r} is not a command line ({error}); example: {flag} "python serve.py"'
+        ) from None
+    if not words:
+        raise UsageError(f'{flag} is empty; example: {flag} "python serve.py"')
+    return words
+
+
+def run(args: argparse.Namespace) -> int:
+    if not _DNS_LABEL.match(args.name) or len(args.name) > 50:
+        raise UsageError(
+            f"--name {args.name!r} is not valid: accepted: lower-case letters, digits and '-', "
+            "at most 50 characters (Kubernetes names); example: --name text-model"
+        )
+    for flag, value in (("--cpu", args.cpu), ("--memory", args.memory)):
+        if not _QUANTITY.match(value):
+            raise UsageError(
+                f"{flag} {value!r} is not a Kubernetes quantity; example: --cpu 2, --memory 16Gi"
+            )
+    gpus = _number("--gpus", args.gpus, "1", high=64)
+    metrics = _number("--metrics-port", args.metrics_port, "9401", low=0, high=65535)
+    slices = (
+        None
+        if args.time_slicing is None
+        else _number("--time-slicing", args.time_slicing, "4", low=2, high=64)
+    )
+    if slices is not None and gpus != 1:
+        raise UsageError(
+            "--time-slicing needs --gpus 1: a pod gets one slice (failRequestsGreaterThanOne)"
+        )
+    if slices is not None and args.mem_limit is None and args.virtual_devices is None:
+        raise UsageError(
+            "--time-slicing shares each GPU between pods, so every pod needs a cap: "
+            "pass --mem-limit",
+            hint=f"e.g. --mem-limit {100 // slices - 5}% (leaves room for each pod's CUDA context)",
+        )
+    if args.image:
+        image, uid = args.image, None
+    else:
+        try:
+            image, uid = _default_image(args.registry)
+        except KitError as error:
+            raise UsageError(f"cannot find the default image ({error}); pass --image REF") from None
+    if args.uid is not None:
+        uid = _number("--uid", args.uid, "1000", high=2**31 - 1)
+    common = k8s.Common(
+        image=image,
+        env=_environment(args, metrics or None),
+        gpus=gpus,
+        cpu=args.cpu,
+        memory=args.memory,
+        uid=uid or 1000,
+        gid=uid or 1000,
+        namespace=args.namespace,
+        metrics_port=metrics or None,
+    )
+    outputs: list[tuple[str, str]] = []
+    if args.kind in ("all", "deployment"):
+        serve = k8s.Workload(
+            f"{args.name}-serve",
+            _command("--serve-cmd", args.serve_cmd),
+            replicas=_number("--replicas", args.replicas, "2", low=0),
+            port=_number("--port", args.port, "8501", high=65535),
+            probe_path=args.health_path
+            if args.health_path.startswith("/")
+            else "/" + args.health_path,
+        )
+        outputs.append(("deployment.yaml", k8s.render_workload("deployment", serve, common)))
+    if args.kind in ("all", "job"):
+        train = k8s.Workload(
+            f"{args.name}-train",
+            _command("--train-cmd", args.train_cmd),
+            parallelism=_number("--parallelism", args.parallelism, "2"),
+            completions=_number("--completions", args.completions, "1"),
+        )
+        outputs.append(("job.yaml", k8s.render_workload("job", train, common)))
+    if slices is not None:
+        slicing = k8s.TimeSlicing(slices, namespace=args.device_plugin_namespace)
+        outputs.append(("time-slicing.yaml", k8s.render_time_slicing(slicing)))
+    if args.out:
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        for filename, text in outputs:
+            (folder / filename).write_text(text, encoding="utf-8")
+            sys.stdout.write(f"{folder / filename}\n")
+    else:
+        sys.stdout.write("---\n".join(text for _, text in outputs))
+    return 0
