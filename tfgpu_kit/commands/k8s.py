@@ -37,10 +37,9 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = DESCRIPTION
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # cli.py sets DESCRIPTION and the exit codes as epilog; the examples go first.
+    parser.epilog = EPILOG + "\n" + (parser.epilog or "")
     what = parser.add_argument_group("what to render")
     what.add_argument(
         "--kind",

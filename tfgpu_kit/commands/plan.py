@@ -29,10 +29,9 @@ examples:
 """
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = DESCRIPTION
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # cli.py sets DESCRIPTION and the exit codes as epilog; the examples go first.
+    parser.epilog = EPILOG + "\n" + (parser.epilog or "")
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="compose files or Kubernetes manifests"
     )
