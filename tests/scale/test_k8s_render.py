@@ -1,0 +1,154 @@
+"""`build.py k8s`: rendered manifests validate offline against the newest Kubernetes
+schemas bundled with kubernetes-validate (strict: unknown fields are errors), carry the
+kit's contract, and `plan` accepts them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.scale.helpers import errors, plan_json
+from tfgpu_kit import cli
+
+KUBERNETES = kubernetes_validate.latest_version()  # 1.37 with kubernetes-validate 1.37.0
+
+
+def render(capsys: pytest.CaptureFixture[str], *flags: str) -> list[dict[str, Any]]:
+    assert cli.main(["k8s", "--image", "registry.example/tfgpu/tensorflow:2.21.0-gpu", *flags]) == 0
+    return [doc for doc in yaml.safe_load_all(capsys.readouterr().out) if doc]
+
+
+VARIANTS = [
+    ["--mem-limit", "6GiB"],
+    ["--kind", "deployment", "--mem-limit", "40%", "--memory-growth", "true", "--replicas", "3",
+     "--namespace", "ml", "--env", "TF_GPU_QUIET=true"],
+    ["--kind", "job", "--virtual-devices", "2048,2048", "--gpus", "2", "--parallelism", "2",
+     "--completions", "4", "--metrics-port", "0"],
+    ["--mem-limit", "3GiB", "--time-slicing", "4", "--replicas", "4", "--uid", "1234"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flags", VARIANTS, ids=lambda f: " ".join(f))
+def test_manifests_validate_against_kubernetes_schemas(
+    capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    docs = render(capsys, *flags)
+    assert docs
+    for doc in docs:
+        checked = kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+        assert checked == ".".join(KUBERNETES.split(".")[:2])
+
+
+def test_contract_probes_security_and_resources(capsys: pytest.CaptureFixture[str]) -> None:
+    deployment, job = render(capsys, "--mem-limit", "6GiB", "--memory-growth", "true")
+    assert deployment["kind"] == "Deployment" and job["kind"] == "Job"
+    for doc in (deployment, job):
+        pod = doc["spec"]["template"]["spec"]
+        (tf,) = pod["containers"]
+        env = {e["name"]: e["value"] for e in tf["env"]}
+        assert env == {
+            "TF_GPU_MEM_LIMIT": "6GiB",
+            "TF_GPU_MEMORY_GROWTH": "true",
+            "TF_GPU_METRICS_PORT": "9401",
+        }
+        assert tf["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert tf["resources"]["requests"]["memory"] == tf["resources"]["limits"]["memory"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] != 0
+        assert tf["securityContext"]["allowPrivilegeEscalation"] is False
+        assert doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "9401"
+        assert "command" not in tf  # args keep the image's ENTRYPOINT (tfgpu run --)
+    serving = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert serving["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert serving["livenessProbe"]["httpGet"]["port"] == "http"
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_default_image_comes_from_the_spec(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["k8s", "--kind", "job", "--registry", "r.example"]) == 0
+    (job,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.startswith("r.example/tfgpu/tensorflow:") and image.endswith("-gpu")
+
+
+def test_plan_accepts_rendered_time_slicing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = [
+        "--mem-limit",
+        "3GiB",
+        "--time-slicing",
+        "4",
+        "--replicas",
+        "4",
+        "--out",
+        str(tmp_path),
+    ]
+    assert cli.main(["k8s", "--image", "x/y:1", *flags]) == 0
+    capsys.readouterr()
+    files = sorted(str(p) for p in tmp_path.glob("*.yaml"))
+    assert [Path(f).name for f in files] == ["deployment.yaml", "job.yaml", "time-slicing.yaml"]
+    code, report = plan_json(capsys, files, "--gpu-memory", "16GiB")
+    assert code == 0, errors(report)
+    (pool,) = report["gpus"]
+    assert pool["sharing"] == "time-sliced ×4 (worst case)"
+    assert pool["committed_mib"] == 4 * (3072 + 500)
+
+
+def test_plan_rejects_rendered_slices_that_do_not_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = [
+        "--mem-limit",
+        "5GiB",
+        "--time-slicing",
+        "4",
+        "--replicas",
+        "3",
+        "--out",
+        str(tmp_path),
+    ]
+    assert cli.main(["k8s", "--image", "x/y:1", *flags]) == 0
+    capsys.readouterr()
+    code, report = plan_json(
+        capsys, sorted(map(str, tmp_path.glob("*.yaml"))), "--gpu-memory", "16GiB"
+    )
+    assert code == 1 and any("over-committed" in e for e in errors(report))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--mem-limit", "6GB"], "--mem-limit '6GB' is not valid"),
+        (["--virtual-devices", "a,b"], "--virtual-devices 'a,b' is not valid"),
+        (["--memory-growth", "maybe"], "--memory-growth 'maybe' is not valid"),
+        (["--mem-limit", "1GiB", "--virtual-devices", "512"], "exclude each other"),
+        (["--time-slicing", "4"], "every pod needs a cap"),
+        (
+            ["--time-slicing", "4", "--mem-limit", "1GiB", "--gpus", "2"],
+            "--time-slicing needs --gpus 1",
+        ),
+        (["--name", "Bad_Name"], "--name 'Bad_Name' is not valid"),
+        (["--replicas", "-1"], "--replicas '-1' is not valid"),
+        (["--port", "70000"], "--port '70000' is not valid"),
+        (["--memory", "8GB"], "--memory '8GB' is not a Kubernetes quantity"),
+        (["--env", "NOEQUALS"], "--env 'NOEQUALS' is not valid"),
+        (["--serve-cmd", "python 'unclosed"], "is not a command line"),
+    ],
+)
+def test_bad_flags(capsys: pytest.CaptureFixture[str], flags: list[str], message: str) -> None:
+    assert cli.main(["k8s", "--image", "x/y:1", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+
+
+def test_help_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("plan", "k8s"):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([command, "--help"])
+        assert exit_info.value.code == 0
+        assert "examples:" in capsys.readouterr().out

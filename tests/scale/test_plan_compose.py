@@ -1,0 +1,211 @@
+"""`build.py plan` on compose files: table-driven cases (the caps are resolved by the
+runtime's own parsers, so these also pin that plan and runtime agree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.scale.helpers import errors, plan_json, write
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def gpu(*ids: str, count: object = None) -> dict[str, Any]:
+    device: dict[str, Any] = {"driver": "nvidia", "capabilities": ["gpu"]}
+    if ids:
+        device["device_ids"] = list(ids)
+    if count is not None:
+        device["count"] = count
+    return {"resources": {"reservations": {"devices": [device]}}}
+
+
+def service(
+    env: dict[str, Any] | list[str] | None = None,
+    deploy: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"image": "tfgpu/tensorflow:2.21.0-gpu", **extra}
+    if env is not None:
+        out["environment"] = env
+    if deploy is not None:
+        out["deploy"] = deploy
+    return out
+
+
+# (id, services, extra flags, ok, substrings each expected in some error, committed MiB on GPU 0)
+CASES: list[tuple[str, dict[str, Any], list[str], bool, list[str], float | None]] = [
+    ("seed scenario fits", {
+        "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
+        "image": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
+    }, [], True, [], 6144 + 8192 + 2 * 500),
+    ("over-committed", {
+        "text": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
+        "image": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
+    }, [], False, ["GPU 0 is over-committed: 17384 MiB of 16384", "lower the caps by 1000 MiB"], 17384),
+    ("missing cap on a shared GPU names the service and a value", {
+        "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
+        "notebook": service({"TF_GPU_MEMORY_GROWTH": True}, gpu("0")),
+    }, [], False, ["notebook: has no memory cap on GPU 0", "TF_GPU_MEMORY_GROWTH alone is not a cap",
+                   "services.notebook.environment, e.g. TF_GPU_MEM_LIMIT=9216"], None),
+    ("one uncapped process alone on its GPU is fine", {
+        "train": service({}, gpu("1")),
+        "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
+    }, [], True, [], 6644),
+    ("percentages resolve against the card", {
+        "a": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
+        "b": service(["TF_GPU_MEM_LIMIT=40%"], gpu("0")),
+    }, [], True, [], 8192 + 6553 + 1000),
+    ("percentages over the card with contexts", {
+        "a": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
+        "b": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
+    }, [], False, ["over-committed"], 16384 + 1000),
+    ("replicas multiply", {
+        "text": service({"TF_GPU_MEM_LIMIT": 4096}, {**gpu("0"), "replicas": 3}),
+    }, [], True, [], 3 * 4596),
+    ("replicas over-commit", {
+        "text": service({"TF_GPU_MEM_LIMIT": 4096}, {**gpu("0"), "replicas": 4}),
+    }, [], False, ["over-committed: 18384 MiB"], 4 * 4596),
+    ("processes label counts CUDA contexts", {
+        "api": service({"TF_GPU_MEM_LIMIT": 3072}, gpu("0"), labels={"io.tfgpu.processes": "4"}),
+    }, [], True, [], 4 * 3572),
+    ("virtual devices sum on their card", {
+        "split": service({"TF_GPU_VIRTUAL_DEVICES": "6144,8192"}, gpu("0")),
+        "other": service({"TF_GPU_MEM_LIMIT": 1024}, gpu("0")),
+    }, [], True, [], 6144 + 8192 + 1024 + 1000),
+    ("per-GPU caps follow count: 2 onto GPUs 0 and 1", {
+        "wide": service({"TF_GPU_MEM_LIMIT": "10240,2048"}, gpu(count=2)),
+        "small": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+    }, [], True, [], 10240 + 4096 + 1000),
+    ("CUDA_VISIBLE_DEVICES picks inside the container", {
+        "wide": service({"TF_GPU_MEM_LIMIT": 12288, "CUDA_VISIBLE_DEVICES": "1"}, gpu("0", "1")),
+        "small": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+    }, [], True, [], 12288 + 500),
+    ("NVIDIA_VISIBLE_DEVICES without a device request", {
+        "a": service({"TF_GPU_MEM_LIMIT": 12288, "NVIDIA_VISIBLE_DEVICES": "0"}, runtime="nvidia"),
+        "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+    }, [], False, ["over-committed"], 12288 + 4096 + 1000),
+    ("count: all needs the host's GPU count", {
+        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu(count="all")),
+    }, [], False, ["needs the number of GPUs on the host: pass --gpu-count"], None),
+    ("count: all with --gpu-count", {
+        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu(count="all")),
+        "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("1")),
+    }, ["--gpu-count", "2"], True, [], 4596),
+    ("interpolated cap is reported, not guessed", {
+        "a": service({"TF_GPU_MEM_LIMIT": "${TEXT_CAP:-6144}"}, gpu("0")),
+    }, [], False, ["its cap is unknown: TF_GPU_MEM_LIMIT", "interpolated from the shell"], None),
+    ("env_file without a cap in environment", {
+        "a": service(None, gpu("0"), env_file=".env"),
+    }, [], False, ["env_file", "not read"], None),
+    ("env_file is irrelevant when environment sets the cap", {
+        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0"), env_file=".env"),
+    }, [], True, [], 4596),
+    ("an interpolated unrelated variable does not matter", {
+        "a": service({"TF_GPU_MEM_LIMIT": 4096, "JUPYTER_TOKEN": "${TOKEN}"}, gpu("0")),
+    }, [], True, [], 4596),
+    ("a value the runtime refuses is an error here too", {
+        "a": service({"TF_GPU_MEM_LIMIT": "4GB"}, gpu("0")),
+    }, [], False, ["TF_GPU_MEM_LIMIT='4GB' is not valid", "exit 78"], None),
+    ("TF_GPU_CONFIG=off leaves the process uncapped", {
+        "a": service({"TF_GPU_MEM_LIMIT": 4096, "TF_GPU_CONFIG": "off"}, gpu("0")),
+        "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+    }, [], False, ["a: has no memory cap on GPU 0"], None),
+    ("services without GPUs are ignored", {
+        "db": {"image": "postgres"},
+        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+    }, [], True, [], 4596),
+    ("profiles are skipped unless asked for", {
+        "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+        "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles=["debug"]),
+    }, [], True, [], 12788),
+    ("--profile includes them", {
+        "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+        "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles=["debug"]),
+    }, ["--profile", "debug"], False, ["over-committed"], None),
+    ("context overhead is a flag", {
+        "a": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
+        "b": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
+    }, ["--context-overhead", "100MiB"], True, [], 16200),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("services", "flags", "ok", "expected", "committed"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_compose_cases(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    services: dict[str, Any],
+    flags: list[str],
+    ok: bool,
+    expected: list[str],
+    committed: float | None,
+) -> None:
+    path = write(tmp_path, "compose.yaml", {"services": services})
+    code, report = plan_json(capsys, [path], "--gpu-memory", "16GiB", *flags)
+    found = errors(report)
+    assert report["ok"] is ok, found
+    assert code == (0 if ok else 1)
+    for text in expected:
+        assert any(text in e for e in found), (text, found)
+    if committed is not None:
+        gpu0 = next(g for g in report["gpus"] if g["gpu"] == "0")
+        assert gpu0["committed_mib"] == pytest.approx(committed, abs=1)
+
+
+def test_table_and_verdict_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tfgpu_kit import cli
+
+    path = write(
+        tmp_path,
+        "compose.yaml",
+        {"services": {"a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0"))}},
+    )
+    assert cli.main(["plan", path, "--gpu-memory", "16GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU 0: 16,384 MiB" in out and "headroom 11,788" in out and "plan OK" in out
+
+
+def test_project_compose_yaml_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's acceptance line: the shipped compose.yaml fits a 16 GiB card."""
+    code, report = plan_json(capsys, [str(ROOT / "compose.yaml")], "--gpu-memory", "16GiB")
+    assert code == 0, errors(report)
+    assert report["gpus"][0]["headroom_mib"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--gpu-memory", "16GB"], "--gpu-memory '16GB' is not a size"),
+        (["--gpu-memory", "50%"], "not a single absolute size"),
+        (["--gpu-memory", "16GiB", "--context-overhead", "lots"], "--context-overhead 'lots'"),
+        (["--gpu-memory", "16GiB", "--gpu-count", "0"], "--gpu-count '0' is not a whole number"),
+        (["--gpu-memory", "16GiB", "--time-slicing", "x"], "--time-slicing 'x'"),
+    ],
+)
+def test_bad_flags_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    from tfgpu_kit import cli
+
+    path = write(tmp_path, "compose.yaml", {"services": {}})
+    assert cli.main(["plan", path, *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "example:" in err
+
+
+def test_unreadable_and_foreign_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tfgpu_kit import cli
+
+    assert cli.main(["plan", str(tmp_path / "missing.yaml"), "--gpu-memory", "16GiB"]) == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("services: [\n", encoding="utf-8")
+    assert cli.main(["plan", str(bad), "--gpu-memory", "16GiB"]) == 2
+    other = write(tmp_path, "other.yaml", {"hello": "world"})
+    assert cli.main(["plan", other, "--gpu-memory", "16GiB"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "not valid YAML" in err and "neither a compose file" in err
