@@ -1,0 +1,132 @@
+"""build.py as users run it: --help everywhere, data on stdout, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfgpu_kit.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "build.py", *args], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})}, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, None])
+def test_help(command: str | None) -> None:
+    result = run(*([command] if command else []), "--help")
+    assert result.returncode == 0
+    assert "exit codes" in result.stdout
+
+
+def test_matrix_json_on_stdout_only() -> None:
+    result = run("matrix", "--json")
+    assert result.returncode == 0
+    data = json.loads(result.stdout)
+    row = next(r for r in data if r["tensorflow"] == "2.21.0")
+    assert row["cuda"] == "12.5.1" and row["driver_min"] == "555.42.06" and row["default"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["check", "--driver", "abc"], 2, "'abc' is not a driver version"),
+        (["check", "--driver", ""], 2, "empty driver version"),
+        (["check", "--driver", "535", "--tf", "3.0"], 2, "--tf 3.0: not in the matrix"),
+        (["check", "--driver", "535.104.05", "--gpu-arch", "h100"], 2, "not a GPU architecture"),
+        (["build", "--dry-run", "9.9.9"], 2, "matches no image"),
+        (
+            ["build", "--dry-run", "--driver", "470.82.01", "2.21.0-gpu"],
+            1,
+            "refusing to build 2.21.0-gpu",
+        ),
+        (["nosuchcommand"], 2, "invalid choice"),
+    ],
+)
+def test_error_paths(args: list[str], code: int, message: str) -> None:
+    result = run(*args)
+    assert result.returncode == code, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_exit_codes_and_json() -> None:
+    ok = run("check", "--driver", "560.35.03", "--tf", "2.21", "--json")
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout)["results"][0]["verdict"] == "native"
+    bad = run("check", "--driver", "525.60.13", "--gpu-arch", "sm_90", "--tf", "2.21.0", "--json")
+    assert bad.returncode == 1
+    result = json.loads(bad.stdout)["results"][0]
+    assert result["ptx_jit_failure"] and result["verdict"] == "does not run"
+
+
+def test_check_without_driver_and_without_nvml() -> None:
+    result = run("check")
+    # this machine has no NVIDIA driver: said clearly, exit 1, no traceback
+    assert result.returncode == 1
+    assert "no NVIDIA driver found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_build_dry_run_output() -> None:
+    result = run("build", "--dry-run", "--base-registry", "tfgpu-standin.local", "--registry",
+                 "reg.example", "2.21.0", "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["image"] for r in rows] == ["2.21.0-gpu", "2.21.0-gpu-jupyter"]
+    assert rows[0]["base"] == "tfgpu-standin.local/tensorflow/tensorflow:2.21.0-gpu"
+    assert rows[0]["tags"] == [
+        "reg.example/tfgpu/tensorflow:2.21.0-gpu",
+        "reg.example/tfgpu/tensorflow:2.21-gpu",
+        "reg.example/tfgpu/tensorflow:latest-gpu",
+        "reg.example/tfgpu/tensorflow:2.21.0-gpu-py311-cu125",
+    ]
+    table = run("build", "--dry-run", "2.14.0-gpu")
+    assert "tfgpu/tensorflow:2.14.0-gpu-py311-cu118" in table.stdout
+    assert "nothing built" in table.stderr
+
+
+def test_build_force_overrides_driver_refusal() -> None:
+    result = run("build", "--dry-run", "--driver", "470.82.01", "--force", "2.21.0-gpu")
+    assert result.returncode == 0
+    assert "does not run" in result.stderr
+
+
+def test_render_check_passes_and_out_dir(tmp_path: Path) -> None:
+    assert run("render", "--check").returncode == 0
+    result = run("render", "--out", str(tmp_path), "--check")
+    assert result.returncode == 1
+    assert "2.21.0-gpu/Dockerfile: missing" in result.stdout
+    assert run("render", "--out", str(tmp_path)).returncode == 0
+    assert (tmp_path / "2.21.0-gpu" / "Dockerfile").read_text() == (
+        ROOT / "dockerfiles" / "2.21.0-gpu" / "Dockerfile"
+    ).read_text()
+
+
+def test_bake_file() -> None:
+    result = run("bake", "gpu-jupyter", "--base-registry", "mirror.local")
+    assert result.returncode == 0, result.stderr
+    bake = json.loads(result.stdout)
+    target = bake["target"]["2_21_0-gpu-jupyter"]
+    assert target["args"]["BASE_REGISTRY"] == "mirror.local"
+    assert "tfgpu/tensorflow:latest-gpu-jupyter" in target["tags"]
+    assert len(bake["group"]["default"]["targets"]) == 10
+
+
+def test_no_docker_engine_is_a_docker_error() -> None:
+    result = run(
+        "verify", "tfgpu/tensorflow:2.21.0-gpu", env={"DOCKER_HOST": "unix:///nonexistent.sock"}
+    )
+    assert result.returncode == 4
+    assert "no Docker engine answers" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,73 @@
+"""Tag computation (CONTRACTS.md) and command-line selectors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfgpu_kit import catalog, selectors, spec
+from tfgpu_kit.errors import UsageError
+
+SPEC = spec.load()
+IMAGES = catalog.images(SPEC)
+BY_NAME = {image.name: image for image in IMAGES}
+
+
+def test_one_image_per_version_and_variant() -> None:
+    assert len(IMAGES) == len(SPEC.images.versions) * len(SPEC.images.variants)
+    assert IMAGES[0].name == "2.21.0-gpu"
+
+
+def test_tags_of_the_newest() -> None:
+    assert BY_NAME["2.21.0-gpu"].tags() == [
+        "tfgpu/tensorflow:2.21.0-gpu",
+        "tfgpu/tensorflow:2.21-gpu",
+        "tfgpu/tensorflow:latest-gpu",
+        "tfgpu/tensorflow:2.21.0-gpu-py311-cu125",
+    ]
+    assert BY_NAME["2.21.0-gpu-jupyter"].tags()[2] == "tfgpu/tensorflow:latest-gpu-jupyter"
+
+
+def test_older_versions_get_no_latest_and_registry_prefix() -> None:
+    tags = BY_NAME["2.14.0-gpu"].tags(registry="reg.example:5000/", python="3.11")
+    assert tags == [
+        "reg.example:5000/tfgpu/tensorflow:2.14.0-gpu",
+        "reg.example:5000/tfgpu/tensorflow:2.14-gpu",
+        "reg.example:5000/tfgpu/tensorflow:2.14.0-gpu-py311-cu118",
+    ]
+
+
+def test_composite_tag_uses_the_real_python() -> None:
+    assert BY_NAME["2.12.0-gpu"].composite_tag("3.8") == "2.12.0-gpu-py38-cu118"
+    assert BY_NAME["2.16.1-gpu-jupyter"].composite_tag("3.11") == "2.16.1-gpu-jupyter-py311-cu123"
+
+
+def test_base_reference() -> None:
+    image = BY_NAME["2.21.0-gpu-jupyter"]
+    assert image.base_ref == "tensorflow/tensorflow:2.21.0-gpu-jupyter"
+    assert image.base_registry == "docker.io"
+
+
+@pytest.mark.parametrize(
+    ("selector", "names"),
+    [
+        ("2.21.0-gpu", ["2.21.0-gpu"]),
+        ("2.21-gpu-jupyter", ["2.21.0-gpu-jupyter"]),
+        ("2.21.0", ["2.21.0-gpu", "2.21.0-gpu-jupyter"]),
+        ("2.16", ["2.16.1-gpu", "2.16.1-gpu-jupyter"]),
+        ("latest-gpu", ["2.21.0-gpu"]),
+        ("re:^2\\.1[23]\\.0-gpu$", ["2.13.0-gpu", "2.12.0-gpu"]),
+    ],
+)
+def test_selectors(selector: str, names: list[str]) -> None:
+    assert [i.name for i in selectors.select(IMAGES, [selector])] == names
+
+
+def test_variant_selector_and_no_selector() -> None:
+    assert len(selectors.select(IMAGES, ["gpu-jupyter"])) == len(SPEC.images.versions)
+    assert selectors.select(IMAGES, []) == IMAGES
+
+
+@pytest.mark.parametrize("selector", ["2.99.0", "cpu", "re:(", "2.21.0-GPU"])
+def test_bad_selectors(selector: str) -> None:
+    with pytest.raises(UsageError):
+        selectors.select(IMAGES, [selector])
