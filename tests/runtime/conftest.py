@@ -1,0 +1,76 @@
+"""Fixtures of the runtime tests: a real wheel installed into a throwaway venv.
+
+The hook must be tested as users get it (a wheel, its .pth at the root of site-packages),
+not through the editable install of .venv. To stay fast the throwaway venv does not
+reinstall TensorFlow: a .pth file adds .venv's site-packages after its own, so it sees
+tensorflow-cpu from .venv and tfgpu (and its hook) from the wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "entrypoint" / "src"
+# Quiet TensorFlow's start-up logs so stderr assertions see ours.
+QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without any variable of the contract, plus `extra`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TF_GPU_", "TF_CPU_", "TF_MIXED", "TF_FORCE_GPU", "TFGPU_", "CUDA_VISIBLE"))
+    }
+    env.update(QUIET_TF)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT / "entrypoint")],
+        check=True,
+    )
+    [whl] = out.glob("tfgpu-*.whl")
+    return whl
+
+
+class Venv:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.python = str(path / "bin" / "python")
+        self.tfgpu = str(path / "bin" / "tfgpu")
+
+    def run(self, code: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.python, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, cwd=self.path
+        )
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
+    path = tmp_path_factory.mktemp("venv") / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    venv = Venv(path)
+    site = subprocess.run(
+        [venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    # .venv's site-packages, for TensorFlow; sorted before tfgpu-hook.pth does not matter.
+    Path(site, "000-dotvenv-tensorflow.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", venv.python, "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+    )
+    assert Path(site, "tfgpu-hook.pth").read_text() == "import tfgpu._hook\n"
+    return venv

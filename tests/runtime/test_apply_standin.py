@@ -1,0 +1,114 @@
+"""apply.configure_tensorflow against a recording stand-in of tf.config (NOT TensorFlow).
+
+The stand-in enforces TensorFlow 2.21's rules and messages (see standins.py); these tests
+show our call sequence obeys them. No GPU was involved.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tests.runtime.standins import LogicalDeviceConfiguration, standin_pynvml, standin_tf
+from tfgpu import nvml
+from tfgpu.apply import configure_tensorflow
+from tfgpu.errors import ConfigError, GpuUnavailableError
+
+
+def apply(tf: object, environ: dict[str, str], **kw: object) -> tuple[dict[str, str], str]:
+    out: dict[str, str] = {}
+    err = io.StringIO()
+    configure_tensorflow(tf, environ, env_out=out, stderr=err, **kw)  # type: ignore[arg-type]
+    return out, err.getvalue()
+
+
+def test_standin_enforces_tensorflow_rules() -> None:
+    """The stand-in itself: it must fail where TensorFlow fails, or the other tests prove nothing."""
+    tf = standin_tf(gpus=2)
+    cfg = tf.config
+    g0, g1 = cfg.list_physical_devices("GPU")
+    with pytest.raises(ValueError, match="^Setting memory limit is required for GPU virtual devices$"):
+        cfg.set_logical_device_configuration(g0, [LogicalDeviceConfiguration()])
+    cfg.set_logical_device_configuration(g0, [LogicalDeviceConfiguration(memory_limit=1024)])
+    with pytest.raises(ValueError, match="^Cannot set memory growth on device when virtual devices configured$"):
+        cfg.experimental.set_memory_growth(g0, True)
+    tf2 = standin_tf(gpus=2)
+    a, b = tf2.config.list_physical_devices("GPU")
+    tf2.config.experimental.set_memory_growth(a, True)
+    with pytest.raises(ValueError, match="^Memory growth cannot differ between GPU devices$"):
+        tf2.config.list_logical_devices("GPU")
+    tf3 = standin_tf(gpus=1)
+    tf3.config.list_logical_devices()
+    with pytest.raises(RuntimeError, match="^Physical devices cannot be modified after being initialized$"):
+        tf3.config.experimental.set_memory_growth(tf3.config.list_physical_devices("GPU")[0], True)
+    with pytest.raises(RuntimeError, match="^Virtual devices cannot be modified after being initialized$"):
+        tf3.config.set_logical_device_configuration(
+            tf3.config.list_physical_devices("GPU")[0], [LogicalDeviceConfiguration(memory_limit=5)]
+        )
+
+
+def test_mem_limit_makes_one_logical_gpu_each_and_growth_goes_native() -> None:
+    tf = standin_tf(gpus=2)
+    out, _ = apply(tf, {"TF_GPU_MEM_LIMIT": "4096", "TF_GPU_MEMORY_GROWTH": "true"}, nvml_query=lambda: nvml.NvmlReport())
+    assert out == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert [c[0] for c in tf.config.calls] == ["set_logical_device_configuration"] * 2  # no set_memory_growth
+    names = [d.name for d in tf.config.list_logical_devices("GPU")]
+    assert names == ["/device:GPU:0", "/device:GPU:1"]
+    assert all(cfgs == [LogicalDeviceConfiguration(memory_limit=4096)] for cfgs in tf.config.logical.values())
+
+
+def test_growth_alone_is_set_equally_on_every_gpu() -> None:
+    tf = standin_tf(gpus=3)
+    apply(tf, {"TF_GPU_MEMORY_GROWTH": "1"})
+    assert set(tf.config.growth.values()) == {True} and len(tf.config.growth) == 3
+    assert len(tf.config.list_logical_devices("GPU")) == 3  # initialisation accepts it
+
+
+def test_virtual_devices_per_gpu_syntax() -> None:
+    tf = standin_tf(gpus=2)
+    apply(tf, {"TF_GPU_VIRTUAL_DEVICES": "6144,8192;4096"}, nvml_query=lambda: nvml.NvmlReport())
+    assert [d.name for d in tf.config.list_logical_devices("GPU")] == [f"/device:GPU:{i}" for i in range(3)]
+
+
+def test_percent_uses_nvml_sizes_from_the_standin() -> None:
+    tf = standin_tf(gpus=1)
+    fake = standin_pynvml([("NVIDIA A10", "GPU-aaaa", 24576)])
+    apply(tf, {"TF_GPU_MEM_LIMIT": "25%"}, nvml_query=lambda: nvml.query(fake))
+    [configs] = tf.config.logical.values()
+    assert configs == [LogicalDeviceConfiguration(memory_limit=6144.0)]
+
+
+def test_cap_larger_than_the_card_fails() -> None:
+    tf = standin_tf(gpus=1)
+    fake = standin_pynvml([("NVIDIA T4", "GPU-bbbb", 15360)])
+    with pytest.raises(ConfigError, match="more than GPU 0 \\(NVIDIA T4, 15360 MiB\\)"):
+        apply(tf, {"TF_GPU_MEM_LIMIT": "16GiB"}, nvml_query=lambda: nvml.query(fake))
+    assert tf.config.calls == []  # nothing half-applied
+
+
+def test_cpu_split_and_mixed_precision() -> None:
+    tf = standin_tf(gpus=0)
+    apply(tf, {"TF_CPU_VIRTUAL_DEVICES": "3", "TF_MIXED_PRECISION": "mixed_bfloat16"})
+    assert len(tf.config.list_logical_devices("CPU")) == 3
+    assert tf.policy["name"] == "mixed_bfloat16"
+
+
+def test_required_without_gpu_or_with_cpu_build_fails() -> None:
+    with pytest.raises(GpuUnavailableError, match="sees no GPU"):
+        apply(standin_tf(gpus=0), {"TF_GPU_REQUIRED": "true"})
+    with pytest.raises(GpuUnavailableError, match="CPU-only build"):
+        apply(standin_tf(gpus=1, cuda_build=False), {"TF_GPU_REQUIRED": "true"})
+
+
+def test_no_gpu_warns_once_unless_run_already_did() -> None:
+    _, err = apply(standin_tf(gpus=0), {"TF_GPU_MEM_LIMIT": "4096"})
+    assert err.count("tfgpu: warning:") == 1 and "not applied" in err
+    _, err = apply(standin_tf(gpus=0), {"TF_GPU_MEM_LIMIT": "4096", "TFGPU_RUN_PREFLIGHT": "1"})
+    assert err == ""
+
+
+def test_off_touches_nothing() -> None:
+    tf = standin_tf(gpus=1)
+    out, err = apply(tf, {"TF_GPU_CONFIG": "off", "TF_GPU_MEM_LIMIT": "nonsense"})
+    assert tf.config.calls == [] and out == {} and err == ""

@@ -1,0 +1,112 @@
+"""The hook with real TensorFlow (tensorflow-cpu 2.21, CPU only) from a real wheel install.
+
+Each test starts a child Python in a throwaway venv holding the built tfgpu wheel. The GPU
+path cannot run here; logical CPUs are the GPU-free proof that the hook configures TF.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.runtime.conftest import Venv, clean_env
+
+COUNT_CPUS = "import tensorflow as tf; print(len(tf.config.list_logical_devices('CPU')))"
+
+
+def test_hook_costs_no_import_of_tensorflow_or_the_kit(wheel_venv: Venv) -> None:
+    r = wheel_venv.run(
+        "import sys; print(sorted(m for m in sys.modules if m.startswith(('tfgpu', 'tensorflow', 'wrapt'))))",
+        clean_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['tfgpu', 'tfgpu._hook']"
+
+
+@pytest.mark.slow
+def test_cpu_split_through_import_tensorflow(wheel_venv: Venv) -> None:
+    r = wheel_venv.run(COUNT_CPUS, clean_env(TF_CPU_VIRTUAL_DEVICES="3"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "3"
+
+
+@pytest.mark.slow
+def test_cpu_split_through_import_keras(wheel_venv: Venv) -> None:
+    r = wheel_venv.run(
+        "import keras, tensorflow as tf; print(len(tf.config.list_logical_devices('CPU')))",
+        clean_env(TF_CPU_VIRTUAL_DEVICES="3"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "3"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("TF_CPU_VIRTUAL_DEVICES", "three"), ("TF_GPU_MEM_LIMIT", "4GB"), ("TF_FORCE_GPU_ALLOW_GROWTH", "True")],
+)
+def test_bad_value_fails_the_import_with_the_message(wheel_venv: Venv, variable: str, value: str) -> None:
+    r = wheel_venv.run("import tensorflow", clean_env(**{variable: value}))
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"tfgpu.errors.ConfigError: {variable}={value!r} is not valid")
+    assert f"example: {variable}=" in last
+
+
+@pytest.mark.slow
+def test_off_leaves_tensorflow_untouched(wheel_venv: Venv) -> None:
+    r = wheel_venv.run(
+        COUNT_CPUS + "; import tfgpu._hook as h; print(h.state)",
+        clean_env(TF_GPU_CONFIG="off", TF_CPU_VIRTUAL_DEVICES="3", TF_GPU_MEM_LIMIT="garbage"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() [0] == "1"
+    assert "'installed': False" in r.stdout and "'applied': False" in r.stdout
+
+
+@pytest.mark.slow
+def test_mixed_precision_applies_both_import_orders(wheel_venv: Venv) -> None:
+    for code in (
+        "import tensorflow as tf; print(tf.keras.mixed_precision.global_policy().name)",
+        "import keras; print(keras.mixed_precision.global_policy().name)",
+    ):
+        r = wheel_venv.run(code, clean_env(TF_MIXED_PRECISION="mixed_float16"))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "mixed_float16"
+
+
+@pytest.mark.slow
+def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
+    import subprocess
+
+    r = subprocess.run(
+        [wheel_venv.tfgpu, "check", "--json"], env=clean_env(TF_CPU_VIRTUAL_DEVICES="2"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) >= {"ok", "tfgpu_version", "python", "tensorflow", "libraries", "driver", "gpus", "hook",
+                        "settings", "applied", "problems"}  # fmt: skip
+    assert doc["ok"] is True
+    assert doc["tensorflow"]["version"] == "2.21.0" and doc["tensorflow"]["is_cuda_build"] is False
+    assert doc["tensorflow"]["cuda_version"] is None and doc["libraries"] == []
+    assert doc["hook"]["installed"] is True and doc["hook"]["pth"].endswith("tfgpu-hook.pth")
+    assert doc["hook"]["active"] is True  # it fired in the child's `import tensorflow`
+    assert doc["applied"]["logical_cpus"] == ["/device:CPU:0", "/device:CPU:1"]
+    assert doc["settings"]["TF_CPU_VIRTUAL_DEVICES"] == {"value": "2", "source": "environment"}
+    assert doc["driver"]["found"] is False and doc["problems"][0]["severity"] == "warning"
+
+
+@pytest.mark.slow
+def test_check_reports_bad_configuration_with_exit_78(wheel_venv: Venv) -> None:
+    import subprocess
+
+    r = subprocess.run(
+        [wheel_venv.tfgpu, "check", "--json"], env=clean_env(TF_GPU_MEM_LIMIT="lots"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 78
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["tensorflow"]["importable"] is True
+    assert doc["problems"][0]["what"].startswith("TF_GPU_MEM_LIMIT='lots' is not valid")

@@ -1,0 +1,110 @@
+"""NVML reading, visible-device matching, driver and preflight checks, against a stand-in
+of `pynvml` (NOT a driver; no GPU was used)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.standins import standin_pynvml
+from tfgpu import nvml
+from tfgpu.driver import check_driver
+from tfgpu.errors import ConfigError, GpuUnavailableError
+from tfgpu.preflight import run_preflight
+from tfgpu.settings import parse_environment
+
+A10 = ("NVIDIA A10", "GPU-11111111-aaaa", 24576)
+T4 = ("Tesla T4", "GPU-22222222-bbbb", 15360)
+IMAGE = {"TFGPU_IMAGE_CUDA": "12.5", "TFGPU_IMAGE_DRIVER_MIN": "555.42.06", "TFGPU_IMAGE_DRIVER_MIN_COMPAT": "525.60.13"}
+
+
+def test_query_reads_driver_and_gpus() -> None:
+    fake = standin_pynvml([A10, T4], driver="550.54.15", cuda=12040)
+    r = nvml.query(fake)
+    assert r.found and r.driver_version == "550.54.15" and r.cuda_version == "12.4"
+    assert [(g.name, g.total_mib) for g in r.gpus] == [("NVIDIA A10", 24576), ("Tesla T4", 15360)]
+    assert fake.state["init"] == 0  # shut down again
+
+
+def test_missing_library_means_no_driver() -> None:
+    r = nvml.query(standin_pynvml([], missing=True))
+    assert not r.found and r.driver_present is False and r.error == nvml.NO_DRIVER
+
+
+@pytest.mark.parametrize(
+    ("visible", "order", "names"),
+    [
+        (None, "PCI_BUS_ID", ["NVIDIA A10", "Tesla T4"]),
+        (["1"], "PCI_BUS_ID", ["Tesla T4"]),
+        (["GPU-2222"], None, ["Tesla T4"]),  # UUID prefix: exact whatever the order
+        (["1"], None, [None]),  # mixed models, FASTEST_FIRST: index not trusted
+        (["0", "5", "1"], "PCI_BUS_ID", ["NVIDIA A10"]),  # CUDA stops at the invalid index
+    ],
+)
+def test_visible_gpus_matches_carefully(visible: list[str] | None, order: str | None, names: list[object]) -> None:
+    r = nvml.query(standin_pynvml([A10, T4]))
+    gpus, _ = nvml.visible_gpus(r, visible, order)
+    assert [g.name if g else None for g in gpus] == names
+
+
+def test_preflight_refuses_cap_larger_than_the_visible_card() -> None:
+    fake = standin_pynvml([A10, T4])
+    environ = {"TF_GPU_MEM_LIMIT": "20GiB", "CUDA_VISIBLE_DEVICES": "GPU-2222", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    with pytest.raises(ConfigError, match="Tesla T4, 15360 MiB"):
+        run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(fake), shm_path="/nonexistent")
+
+
+def test_preflight_required_and_no_device() -> None:
+    environ = {"TF_GPU_REQUIRED": "true", "CUDA_VISIBLE_DEVICES": ""}
+    with pytest.raises(GpuUnavailableError, match="CUDA_VISIBLE_DEVICES is empty"):
+        run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10])))
+    environ = {"TF_GPU_REQUIRED": "true"}
+    with pytest.raises(GpuUnavailableError, match="no NVIDIA driver"):
+        run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([], missing=True)))
+    with pytest.raises(GpuUnavailableError, match="CPU-only build"):
+        run_preflight(
+            parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10])),
+            build_info=lambda: {"is_cuda_build": False},
+        )  # fmt: skip
+
+
+def test_preflight_ok_with_gpu() -> None:
+    environ = {"TF_GPU_MEM_LIMIT": "4096", **IMAGE}
+    pf = run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10], driver="560.28.03")), shm_path="/nonexistent")
+    assert pf.plan.gpu_limits == [[4096]] and pf.problems == []
+
+
+def test_old_driver_explained_nvidia_style() -> None:
+    r = nvml.query(standin_pynvml([("NVIDIA GeForce RTX 3090", "GPU-3", 24576)], driver="470.82.01", brand=5))
+    [p] = check_driver("470.82.01", IMAGE, r.gpus)
+    assert p.severity == "error"
+    assert "built for NVIDIA driver 555.42.06 or later (CUDA 12.5" in p.what
+    assert "525.60.13 or later with minor-version compatibility" in p.what
+    assert "data-centre GPUs only" in p.what
+
+
+def test_forward_compat_could_apply_on_datacentre_gpu() -> None:
+    r = nvml.query(standin_pynvml([("NVIDIA A100-SXM4-40GB", "GPU-4", 40960)], driver="535.104.05"))
+    [p] = check_driver("535.104.05", {**IMAGE, "TFGPU_IMAGE_DRIVER_MIN_COMPAT": "545.0"}, r.gpus)
+    assert "Forward compatibility could apply" in p.what
+
+
+def test_minor_version_compat_is_a_warning() -> None:
+    [p] = check_driver("535.104.05", IMAGE, [])
+    assert p.severity == "warning" and "minor-version compatibility" in p.what
+
+
+def test_new_driver_is_fine() -> None:
+    assert check_driver("560.35.03", IMAGE, []) == []
+
+
+def test_shm_default_64mb_warns(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from tfgpu import preflight
+
+    class St:
+        f_blocks, f_frsize = 16384, 4096  # 64 MiB
+
+    monkeypatch.setattr(os, "statvfs", lambda p: St())
+    p = preflight.shm_problem("/dev/shm")
+    assert p is not None and "--shm-size" in p.fix and "--ipc=host" in p.fix
