@@ -24,12 +24,36 @@ def render(capsys: pytest.CaptureFixture[str], *flags: str) -> list[dict[str, An
 
 VARIANTS = [
     ["--mem-limit", "6GiB"],
-    ["--kind", "deployment", "--mem-limit", "40%", "--memory-growth", "true", "--replicas", "3",
-     "--namespace", "ml", "--env", "TF_GPU_QUIET=true"],
-    ["--kind", "job", "--virtual-devices", "2048,2048", "--gpus", "2", "--parallelism", "2",
-     "--completions", "4", "--metrics-port", "0"],
+    [
+        "--kind",
+        "deployment",
+        "--mem-limit",
+        "40%",
+        "--memory-growth",
+        "true",
+        "--replicas",
+        "3",
+        "--namespace",
+        "ml",
+        "--env",
+        "TF_GPU_QUIET=true",
+    ],
+    [
+        "--kind",
+        "job",
+        "--virtual-devices",
+        "2048,2048",
+        "--gpus",
+        "2",
+        "--parallelism",
+        "2",
+        "--completions",
+        "4",
+        "--metrics-port",
+        "0",
+    ],
     ["--mem-limit", "3GiB", "--time-slicing", "4", "--replicas", "4", "--uid", "1234"],
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("flags", VARIANTS, ids=lambda f: " ".join(f))

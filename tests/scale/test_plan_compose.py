@@ -37,99 +37,283 @@ def service(
 
 # (id, services, extra flags, ok, substrings each expected in some error, committed MiB on GPU 0)
 CASES: list[tuple[str, dict[str, Any], list[str], bool, list[str], float | None]] = [
-    ("seed scenario fits", {
-        "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
-        "image": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
-    }, [], True, [], 6144 + 8192 + 2 * 500),
-    ("over-committed", {
-        "text": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
-        "image": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
-    }, [], False, ["GPU 0 is over-committed: 17384 MiB of 16384", "lower the caps by 1000 MiB"], 17384),
-    ("missing cap on a shared GPU names the service and a value", {
-        "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
-        "notebook": service({"TF_GPU_MEMORY_GROWTH": True}, gpu("0")),
-    }, [], False, ["notebook: has no memory cap on GPU 0", "TF_GPU_MEMORY_GROWTH alone is not a cap",
-                   "services.notebook.environment, e.g. TF_GPU_MEM_LIMIT=9216"], None),
-    ("one uncapped process alone on its GPU is fine", {
-        "train": service({}, gpu("1")),
-        "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
-    }, [], True, [], 6644),
-    ("percentages resolve against the card", {
-        "a": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
-        "b": service(["TF_GPU_MEM_LIMIT=40%"], gpu("0")),
-    }, [], True, [], 8192 + 6553 + 1000),
-    ("percentages over the card with contexts", {
-        "a": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
-        "b": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
-    }, [], False, ["over-committed"], 16384 + 1000),
-    ("replicas multiply", {
-        "text": service({"TF_GPU_MEM_LIMIT": 4096}, {**gpu("0"), "replicas": 3}),
-    }, [], True, [], 3 * 4596),
-    ("replicas over-commit", {
-        "text": service({"TF_GPU_MEM_LIMIT": 4096}, {**gpu("0"), "replicas": 4}),
-    }, [], False, ["over-committed: 18384 MiB"], 4 * 4596),
-    ("processes label counts CUDA contexts", {
-        "api": service({"TF_GPU_MEM_LIMIT": 3072}, gpu("0"), labels={"io.tfgpu.processes": "4"}),
-    }, [], True, [], 4 * 3572),
-    ("virtual devices sum on their card", {
-        "split": service({"TF_GPU_VIRTUAL_DEVICES": "6144,8192"}, gpu("0")),
-        "other": service({"TF_GPU_MEM_LIMIT": 1024}, gpu("0")),
-    }, [], True, [], 6144 + 8192 + 1024 + 1000),
-    ("per-GPU caps follow count: 2 onto GPUs 0 and 1", {
-        "wide": service({"TF_GPU_MEM_LIMIT": "10240,2048"}, gpu(count=2)),
-        "small": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
-    }, [], True, [], 10240 + 4096 + 1000),
-    ("CUDA_VISIBLE_DEVICES picks inside the container", {
-        "wide": service({"TF_GPU_MEM_LIMIT": 12288, "CUDA_VISIBLE_DEVICES": "1"}, gpu("0", "1")),
-        "small": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
-    }, [], True, [], 12288 + 500),
-    ("NVIDIA_VISIBLE_DEVICES without a device request", {
-        "a": service({"TF_GPU_MEM_LIMIT": 12288, "NVIDIA_VISIBLE_DEVICES": "0"}, runtime="nvidia"),
-        "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
-    }, [], False, ["over-committed"], 12288 + 4096 + 1000),
-    ("count: all needs the host's GPU count", {
-        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu(count="all")),
-    }, [], False, ["needs the number of GPUs on the host: pass --gpu-count"], None),
-    ("count: all with --gpu-count", {
-        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu(count="all")),
-        "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("1")),
-    }, ["--gpu-count", "2"], True, [], 4596),
-    ("interpolated cap is reported, not guessed", {
-        "a": service({"TF_GPU_MEM_LIMIT": "${TEXT_CAP:-6144}"}, gpu("0")),
-    }, [], False, ["its cap is unknown: TF_GPU_MEM_LIMIT", "interpolated from the shell"], None),
-    ("env_file without a cap in environment", {
-        "a": service(None, gpu("0"), env_file=".env"),
-    }, [], False, ["env_file", "not read"], None),
-    ("env_file is irrelevant when environment sets the cap", {
-        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0"), env_file=".env"),
-    }, [], True, [], 4596),
-    ("an interpolated unrelated variable does not matter", {
-        "a": service({"TF_GPU_MEM_LIMIT": 4096, "JUPYTER_TOKEN": "${TOKEN}"}, gpu("0")),
-    }, [], True, [], 4596),
-    ("a value the runtime refuses is an error here too", {
-        "a": service({"TF_GPU_MEM_LIMIT": "4GB"}, gpu("0")),
-    }, [], False, ["TF_GPU_MEM_LIMIT='4GB' is not valid", "exit 78"], None),
-    ("TF_GPU_CONFIG=off leaves the process uncapped", {
-        "a": service({"TF_GPU_MEM_LIMIT": 4096, "TF_GPU_CONFIG": "off"}, gpu("0")),
-        "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
-    }, [], False, ["a: has no memory cap on GPU 0"], None),
-    ("services without GPUs are ignored", {
-        "db": {"image": "postgres"},
-        "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
-    }, [], True, [], 4596),
-    ("profiles are skipped unless asked for", {
-        "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
-        "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles=["debug"]),
-    }, [], True, [], 12788),
-    ("--profile includes them", {
-        "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
-        "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles=["debug"]),
-    }, ["--profile", "debug"], False, ["over-committed"], None),
-    ("context overhead is a flag", {
-        "a": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
-        "b": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
-    }, ["--context-overhead", "100MiB"], True, [], 16200),
-]  # fmt: skip
+    (
+        "seed scenario fits",
+        {
+            "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
+            "image": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        6144 + 8192 + 2 * 500,
+    ),
+    (
+        "over-committed",
+        {
+            "text": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
+            "image": service({"TF_GPU_MEM_LIMIT": "8GiB"}, gpu("0")),
+        },
+        [],
+        False,
+        ["GPU 0 is over-committed: 17384 MiB of 16384", "lower the caps by 1000 MiB"],
+        17384,
+    ),
+    (
+        "missing cap on a shared GPU names the service and a value",
+        {
+            "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
+            "notebook": service({"TF_GPU_MEMORY_GROWTH": True}, gpu("0")),
+        },
+        [],
+        False,
+        [
+            "notebook: has no memory cap on GPU 0",
+            "TF_GPU_MEMORY_GROWTH alone is not a cap",
+            "services.notebook.environment, e.g. TF_GPU_MEM_LIMIT=9216",
+        ],
+        None,
+    ),
+    (
+        "one uncapped process alone on its GPU is fine",
+        {
+            "train": service({}, gpu("1")),
+            "text": service({"TF_GPU_MEM_LIMIT": 6144}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        6644,
+    ),
+    (
+        "percentages resolve against the card",
+        {
+            "a": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
+            "b": service(["TF_GPU_MEM_LIMIT=40%"], gpu("0")),
+        },
+        [],
+        True,
+        [],
+        8192 + 6553 + 1000,
+    ),
+    (
+        "percentages over the card with contexts",
+        {
+            "a": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
+            "b": service(["TF_GPU_MEM_LIMIT=50%"], gpu("0")),
+        },
+        [],
+        False,
+        ["over-committed"],
+        16384 + 1000,
+    ),
+    (
+        "replicas multiply",
+        {
+            "text": service({"TF_GPU_MEM_LIMIT": 4096}, {**gpu("0"), "replicas": 3}),
+        },
+        [],
+        True,
+        [],
+        3 * 4596,
+    ),
+    (
+        "replicas over-commit",
+        {
+            "text": service({"TF_GPU_MEM_LIMIT": 4096}, {**gpu("0"), "replicas": 4}),
+        },
+        [],
+        False,
+        ["over-committed: 18384 MiB"],
+        4 * 4596,
+    ),
+    (
+        "processes label counts CUDA contexts",
+        {
+            "api": service(
+                {"TF_GPU_MEM_LIMIT": 3072}, gpu("0"), labels={"io.tfgpu.processes": "4"}
+            ),
+        },
+        [],
+        True,
+        [],
+        4 * 3572,
+    ),
+    (
+        "virtual devices sum on their card",
+        {
+            "split": service({"TF_GPU_VIRTUAL_DEVICES": "6144,8192"}, gpu("0")),
+            "other": service({"TF_GPU_MEM_LIMIT": 1024}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        6144 + 8192 + 1024 + 1000,
+    ),
+    (
+        "per-GPU caps follow count: 2 onto GPUs 0 and 1",
+        {
+            "wide": service({"TF_GPU_MEM_LIMIT": "10240,2048"}, gpu(count=2)),
+            "small": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        10240 + 4096 + 1000,
+    ),
+    (
+        "CUDA_VISIBLE_DEVICES picks inside the container",
+        {
+            "wide": service(
+                {"TF_GPU_MEM_LIMIT": 12288, "CUDA_VISIBLE_DEVICES": "1"}, gpu("0", "1")
+            ),
+            "small": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        12288 + 500,
+    ),
+    (
+        "NVIDIA_VISIBLE_DEVICES without a device request",
+        {
+            "a": service(
+                {"TF_GPU_MEM_LIMIT": 12288, "NVIDIA_VISIBLE_DEVICES": "0"}, runtime="nvidia"
+            ),
+            "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+        },
+        [],
+        False,
+        ["over-committed"],
+        12288 + 4096 + 1000,
+    ),
+    (
+        "count: all needs the host's GPU count",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu(count="all")),
+        },
+        [],
+        False,
+        ["needs the number of GPUs on the host: pass --gpu-count"],
+        None,
+    ),
+    (
+        "count: all with --gpu-count",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu(count="all")),
+            "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("1")),
+        },
+        ["--gpu-count", "2"],
+        True,
+        [],
+        4596,
+    ),
+    (
+        "interpolated cap is reported, not guessed",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": "${TEXT_CAP:-6144}"}, gpu("0")),
+        },
+        [],
+        False,
+        ["its cap is unknown: TF_GPU_MEM_LIMIT", "interpolated from the shell"],
+        None,
+    ),
+    (
+        "env_file without a cap in environment",
+        {
+            "a": service(None, gpu("0"), env_file=".env"),
+        },
+        [],
+        False,
+        ["env_file", "not read"],
+        None,
+    ),
+    (
+        "env_file is irrelevant when environment sets the cap",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0"), env_file=".env"),
+        },
+        [],
+        True,
+        [],
+        4596,
+    ),
+    (
+        "an interpolated unrelated variable does not matter",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 4096, "JUPYTER_TOKEN": "${TOKEN}"}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        4596,
+    ),
+    (
+        "a value the runtime refuses is an error here too",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": "4GB"}, gpu("0")),
+        },
+        [],
+        False,
+        ["TF_GPU_MEM_LIMIT='4GB' is not valid", "exit 78"],
+        None,
+    ),
+    (
+        "TF_GPU_CONFIG=off leaves the process uncapped",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 4096, "TF_GPU_CONFIG": "off"}, gpu("0")),
+            "b": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+        },
+        [],
+        False,
+        ["a: has no memory cap on GPU 0"],
+        None,
+    ),
+    (
+        "services without GPUs are ignored",
+        {
+            "db": {"image": "postgres"},
+            "a": service({"TF_GPU_MEM_LIMIT": 4096}, gpu("0")),
+        },
+        [],
+        True,
+        [],
+        4596,
+    ),
+    (
+        "profiles are skipped unless asked for",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+            "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles=["debug"]),
+        },
+        [],
+        True,
+        [],
+        12788,
+    ),
+    (
+        "--profile includes them",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+            "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles=["debug"]),
+        },
+        ["--profile", "debug"],
+        False,
+        ["over-committed"],
+        None,
+    ),
+    (
+        "context overhead is a flag",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
+            "b": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
+        },
+        ["--context-overhead", "100MiB"],
+        True,
+        [],
+        16200,
+    ),
+]
 
 
 @pytest.mark.parametrize(

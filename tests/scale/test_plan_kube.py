@@ -70,58 +70,200 @@ SLICING = config_map("time-slicing", {"any": SLICING_CONFIG}, "gpu-operator")
 
 # (id, documents, flags, ok, expected error substrings, worst-case committed MiB of the pool)
 CASES: list[tuple[str, list[dict[str, Any]], list[str], bool, list[str], float | None]] = [
-    ("exclusive GPUs are never shared: uncapped is fine", [
-        deployment("a", container({}), replicas=3),
-        job("train", container({"TF_GPU_MEM_LIMIT": "10GiB"}), parallelism=2),
-    ], [], True, [], None),
-    ("exclusive cap larger than the card", [
-        deployment("a", container({"TF_GPU_MEM_LIMIT": "20GiB"})),
-    ], [], False, ["TF_GPU_MEM_LIMIT='20GiB' is not valid", "at most the GPU's memory"], None),
-    ("time-slicing ConfigMap: any 4 pods fit", [
-        SLICING, deployment("small", container({"TF_GPU_MEM_LIMIT": "3GiB"}), replicas=6),
-    ], [], True, [], 4 * (3072 + 500)),
-    ("time-slicing ConfigMap: worst case over-commits", [
-        SLICING,
-        deployment("small", container({"TF_GPU_MEM_LIMIT": "3GiB"}), replicas=3),
-        job("train", container({"TF_GPU_MEM_LIMIT": "8GiB"})),
-    ], [], False, ["any nvidia.com/gpu is over-committed", "lower the time-slicing replicas"], 8692 + 3 * 3572),
-    ("time-slicing flag, percentages", [
-        deployment("p", container({"TF_GPU_MEM_LIMIT": "20%"}), replicas=8),
-    ], ["--time-slicing", "4"], True, [], 4 * (3276 + 500)),
-    ("time-sliced pod without a cap", [
-        SLICING,
-        deployment("small", container({"TF_GPU_MEM_LIMIT": "3GiB"})),
-        deployment("greedy", container({"TF_GPU_MEMORY_GROWTH": "true"})),
-    ], [], False, ["Deployment/greedy[tf]: has no memory cap on any nvidia.com/gpu"], None),
-    ("Job parallelism counts, limited by completions", [
-        job("train", container({"TF_GPU_MEM_LIMIT": "4GiB"}), parallelism=5, completions=3),
-    ], ["--time-slicing", "3"], True, [], 3 * (4096 + 500)),
-    ("renamed shared resource", [
-        config_map("ts", {"a100": SLICING_CONFIG.replace("    resources:", "    renameByDefault: true\n    resources:")}),
-        deployment("s", container({"TF_GPU_MEM_LIMIT": "5GiB"}, gpus=None, resources={"limits": {"nvidia.com/gpu.shared": 1}}), replicas=4),
-    ], [], False, ["any nvidia.com/gpu.shared is over-committed"], 4 * 5620),
-    ("env from a ConfigMap in the input", [
-        SLICING,
-        config_map("caps", {"TF_GPU_MEM_LIMIT": "6GiB"}),
-        deployment("cm", container(None, envFrom=[{"configMapRef": {"name": "caps"}}]), replicas=4),
-    ], [], False, ["over-committed"], 4 * 6644),
-    ("configMapKeyRef resolves", [
-        config_map("caps", {"cap": "2GiB"}),
-        deployment("cm", container(None, env=[{"name": "TF_GPU_MEM_LIMIT", "valueFrom": {"configMapKeyRef": {"name": "caps", "key": "cap"}}}]), replicas=4),
-    ], ["--time-slicing", "4"], True, [], 4 * 2548),
-    ("a Secret is reported, not guessed", [
-        deployment("s", container(None, env=[{"name": "TF_GPU_MEM_LIMIT", "valueFrom": {"secretKeyRef": {"name": "x", "key": "y"}}}])),
-    ], ["--time-slicing", "2"], False, ["its cap is unknown: TF_GPU_MEM_LIMIT", "secretKeyRef"], None),
-    ("$(VAR) expansion is reported", [
-        deployment("s", container({"TF_GPU_MEM_LIMIT": "$(CAP)"})),
-    ], [], False, ["expands $(…) at run time"], None),
-    ("NVIDIA_VISIBLE_DEVICES without a GPU limit is unknown placement", [
-        deployment("sneaky", container({"NVIDIA_VISIBLE_DEVICES": "all", "TF_GPU_MEM_LIMIT": "1GiB"}, gpus=None)),
-    ], [], False, ["which GPUs it uses is unknown", "device plugin does not account"], None),
-    ("pods without GPUs are ignored", [
-        deployment("web", container({}, gpus=None)),
-    ], [], True, [], None),
-]  # fmt: skip
+    (
+        "exclusive GPUs are never shared: uncapped is fine",
+        [
+            deployment("a", container({}), replicas=3),
+            job("train", container({"TF_GPU_MEM_LIMIT": "10GiB"}), parallelism=2),
+        ],
+        [],
+        True,
+        [],
+        None,
+    ),
+    (
+        "exclusive cap larger than the card",
+        [
+            deployment("a", container({"TF_GPU_MEM_LIMIT": "20GiB"})),
+        ],
+        [],
+        False,
+        ["TF_GPU_MEM_LIMIT='20GiB' is not valid", "at most the GPU's memory"],
+        None,
+    ),
+    (
+        "time-slicing ConfigMap: any 4 pods fit",
+        [
+            SLICING,
+            deployment("small", container({"TF_GPU_MEM_LIMIT": "3GiB"}), replicas=6),
+        ],
+        [],
+        True,
+        [],
+        4 * (3072 + 500),
+    ),
+    (
+        "time-slicing ConfigMap: worst case over-commits",
+        [
+            SLICING,
+            deployment("small", container({"TF_GPU_MEM_LIMIT": "3GiB"}), replicas=3),
+            job("train", container({"TF_GPU_MEM_LIMIT": "8GiB"})),
+        ],
+        [],
+        False,
+        ["any nvidia.com/gpu is over-committed", "lower the time-slicing replicas"],
+        8692 + 3 * 3572,
+    ),
+    (
+        "time-slicing flag, percentages",
+        [
+            deployment("p", container({"TF_GPU_MEM_LIMIT": "20%"}), replicas=8),
+        ],
+        ["--time-slicing", "4"],
+        True,
+        [],
+        4 * (3276 + 500),
+    ),
+    (
+        "time-sliced pod without a cap",
+        [
+            SLICING,
+            deployment("small", container({"TF_GPU_MEM_LIMIT": "3GiB"})),
+            deployment("greedy", container({"TF_GPU_MEMORY_GROWTH": "true"})),
+        ],
+        [],
+        False,
+        ["Deployment/greedy[tf]: has no memory cap on any nvidia.com/gpu"],
+        None,
+    ),
+    (
+        "Job parallelism counts, limited by completions",
+        [
+            job("train", container({"TF_GPU_MEM_LIMIT": "4GiB"}), parallelism=5, completions=3),
+        ],
+        ["--time-slicing", "3"],
+        True,
+        [],
+        3 * (4096 + 500),
+    ),
+    (
+        "renamed shared resource",
+        [
+            config_map(
+                "ts",
+                {
+                    "a100": SLICING_CONFIG.replace(
+                        "    resources:", "    renameByDefault: true\n    resources:"
+                    )
+                },
+            ),
+            deployment(
+                "s",
+                container(
+                    {"TF_GPU_MEM_LIMIT": "5GiB"},
+                    gpus=None,
+                    resources={"limits": {"nvidia.com/gpu.shared": 1}},
+                ),
+                replicas=4,
+            ),
+        ],
+        [],
+        False,
+        ["any nvidia.com/gpu.shared is over-committed"],
+        4 * 5620,
+    ),
+    (
+        "env from a ConfigMap in the input",
+        [
+            SLICING,
+            config_map("caps", {"TF_GPU_MEM_LIMIT": "6GiB"}),
+            deployment(
+                "cm", container(None, envFrom=[{"configMapRef": {"name": "caps"}}]), replicas=4
+            ),
+        ],
+        [],
+        False,
+        ["over-committed"],
+        4 * 6644,
+    ),
+    (
+        "configMapKeyRef resolves",
+        [
+            config_map("caps", {"cap": "2GiB"}),
+            deployment(
+                "cm",
+                container(
+                    None,
+                    env=[
+                        {
+                            "name": "TF_GPU_MEM_LIMIT",
+                            "valueFrom": {"configMapKeyRef": {"name": "caps", "key": "cap"}},
+                        }
+                    ],
+                ),
+                replicas=4,
+            ),
+        ],
+        ["--time-slicing", "4"],
+        True,
+        [],
+        4 * 2548,
+    ),
+    (
+        "a Secret is reported, not guessed",
+        [
+            deployment(
+                "s",
+                container(
+                    None,
+                    env=[
+                        {
+                            "name": "TF_GPU_MEM_LIMIT",
+                            "valueFrom": {"secretKeyRef": {"name": "x", "key": "y"}},
+                        }
+                    ],
+                ),
+            ),
+        ],
+        ["--time-slicing", "2"],
+        False,
+        ["its cap is unknown: TF_GPU_MEM_LIMIT", "secretKeyRef"],
+        None,
+    ),
+    (
+        "$(VAR) expansion is reported",
+        [
+            deployment("s", container({"TF_GPU_MEM_LIMIT": "$(CAP)"})),
+        ],
+        [],
+        False,
+        ["expands $(…) at run time"],
+        None,
+    ),
+    (
+        "NVIDIA_VISIBLE_DEVICES without a GPU limit is unknown placement",
+        [
+            deployment(
+                "sneaky",
+                container({"NVIDIA_VISIBLE_DEVICES": "all", "TF_GPU_MEM_LIMIT": "1GiB"}, gpus=None),
+            ),
+        ],
+        [],
+        False,
+        ["which GPUs it uses is unknown", "device plugin does not account"],
+        None,
+    ),
+    (
+        "pods without GPUs are ignored",
+        [
+            deployment("web", container({}, gpus=None)),
+        ],
+        [],
+        True,
+        [],
+        None,
+    ),
+]
 
 
 @pytest.mark.parametrize(
