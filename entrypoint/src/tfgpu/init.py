@@ -44,6 +44,7 @@ def exec_child(command: List[str], env: Mapping[str, str]) -> None:
             signal.signal(signal.SIGTTOU, signal.SIG_DFL)
         for sig in FORWARDED:
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # a pending signal now acts as default
         os.execvpe(command[0], command, env)
     except OSError as e:
         sys.stderr.write(f"tfgpu: cannot run {command[0]}: {e.strerror}\n")
@@ -52,26 +53,23 @@ def exec_child(command: List[str], env: Mapping[str, str]) -> None:
 
 def run_as_init(command: List[str], env: Mapping[str, str]) -> int:
     child: List[int] = []
-    pending: List[int] = []
 
     def forward(signum: int, frame: Optional[FrameType]) -> None:
-        if child:
-            try:
-                os.kill(child[0], signum)
-            except ProcessLookupError:
-                pass
-        else:  # arrived between installing the handler and fork(): deliver it after
-            pending.append(signum)
+        try:
+            os.kill(child[0], signum)
+        except ProcessLookupError:
+            pass
 
-    # Handlers first, then fork: no window in which a signal to PID 1 is silently dropped.
+    # Signals stay blocked (pending, not lost) from before fork() until each side is ready:
+    # the parent once it knows the child's PID, the child once its handlers are default.
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     for sig in FORWARDED:
         signal.signal(sig, forward)
     pid = os.fork()
     if pid == 0:
         exec_child(command, env)
     child.append(pid)
-    for signum in pending:
-        os.kill(pid, signum)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     while True:
         try:
             reaped, status = os.wait()  # any child: orphans re-parented to PID 1 too

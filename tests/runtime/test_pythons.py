@@ -1,0 +1,45 @@
+"""The runtime runs on every Python of TensorFlow 2.12-2.21 images (3.9-3.13): the pure
+parser/planner and the CLI, imported from the source tree with each interpreter."""
+
+from __future__ import annotations
+
+import glob
+import json
+import subprocess
+
+import pytest
+
+from tests.runtime.conftest import SRC, clean_env
+
+SCRIPT = r"""
+import json, sys
+from tfgpu.settings import parse_environment, parse_mem_limit, parse_virtual_devices
+from tfgpu.plan import make_plan
+from tfgpu.errors import ConfigError
+out = {"version": list(sys.version_info[:2])}
+s = parse_environment({"TF_GPU_VIRTUAL_DEVICES": "6144,8192;4096", "TF_GPU_MEMORY_GROWTH": "on"})
+out["plan"] = make_plan(s, [24576, 24576]).gpu_limits
+out["pct"] = parse_mem_limit("40%")[0].resolve(10000)
+try:
+    parse_environment({"TF_GPU_MEM_LIMIT": "4MB"})
+except ConfigError as e:
+    out["error"] = [e.variable, e.value]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("version", ["3.9", "3.10", "3.12", "3.13"])
+def test_parser_and_cli_on_python(version: str) -> None:
+    found = sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python{version}"))
+    assert found, f"Python {version} is expected under /root/.pyenv (see docs/CONTRACTS.md)"
+    python = found[-1]
+    env = clean_env(PYTHONPATH=str(SRC))
+    r = subprocess.run([python, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["version"] == [int(x) for x in version.split(".")]
+    assert doc["plan"] == [[6144, 8192], [4096]] and doc["pct"] == 4000
+    assert doc["error"] == ["TF_GPU_MEM_LIMIT", "4MB"]
+    for args, code in ((["show", "--json"], 0), (["run", "--", "true"], 0), (["run", "--", "false"], 1)):
+        r = subprocess.run([python, "-m", "tfgpu", *args], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == code, r.stderr

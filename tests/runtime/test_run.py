@@ -1,0 +1,171 @@
+"""`tfgpu run`: exec semantics, exit codes, signals, PID-1 init. No TensorFlow, no GPU."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.conftest import SRC, clean_env
+
+TFGPU = [sys.executable, "-m", "tfgpu"]
+TERM_CATCHER = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(42)))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = clean_env(**extra)
+    e["PYTHONPATH"] = str(SRC)
+    return e
+
+
+def run(*args: str, timeout: float = 30, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TFGPU, *args], env=env(**extra), capture_output=True, text=True, timeout=timeout)
+
+
+def test_exec_keeps_the_pid_and_the_exit_code() -> None:
+    p = subprocess.Popen(
+        [*TFGPU, "run", "--", "sh", "-c", "echo $$; exit 7"], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 7
+    assert int(out.strip()) == p.pid  # exec, not a child process
+
+
+def test_command_gets_translated_environment() -> None:
+    r = run("run", "--", "sh", "-c", "echo $TF_FORCE_GPU_ALLOW_GROWTH", TF_GPU_MEMORY_GROWTH="yes")
+    assert r.returncode == 0 and r.stdout.strip() == "true"
+
+
+def test_sigterm_reaches_the_command() -> None:
+    p = subprocess.Popen(
+        [*TFGPU, "run", "--", sys.executable, "-c", TERM_CATCHER], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=30)
+    assert out.strip() == "got TERM" and p.returncode == 42
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        ({"TF_GPU_MEM_LIMIT": "4MB"}, 78, "TF_GPU_MEM_LIMIT='4MB' is not valid"),
+        ({"TF_GPU_MEMORY_GROWTH": "true", "TF_FORCE_GPU_ALLOW_GROWTH": "false"}, 78, "contradicts"),
+        ({"CUDA_VISIBLE_DEVICES": "all"}, 78, "NVIDIA_VISIBLE_DEVICES"),
+        ({"TF_GPU_REQUIRED": "true"}, 69, "TF_GPU_REQUIRED=true, but no usable GPU"),  # no driver on this host
+        ({"TF_GPU_REQUIRED": "true", "CUDA_VISIBLE_DEVICES": "-1"}, 69, "hides every GPU"),
+    ],
+)
+def test_bad_input_runs_nothing(tmp_path: Path, extra: dict[str, str], code: int, message: str) -> None:
+    marker = tmp_path / "ran"
+    r = run("run", "--", "touch", str(marker), **extra)
+    assert r.returncode == code
+    assert message in r.stderr and "nothing was started" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not marker.exists()
+
+
+def test_off_does_nothing_at_all() -> None:
+    r = run("run", "--", "sh", "-c", "echo ran", TF_GPU_CONFIG="off", TF_GPU_MEM_LIMIT="garbage")
+    assert r.returncode == 0 and r.stdout.strip() == "ran" and r.stderr == ""
+
+
+def test_summary_on_stderr_and_quiet() -> None:
+    r = run("run", "--", "true", TF_CPU_VIRTUAL_DEVICES="2")
+    assert "tfgpu: 2 logical CPUs" in r.stderr
+    # Quiet: only what is wrong. Here the one no-GPU warning line stays (there is no driver).
+    q = run("run", "--", "true", TF_CPU_VIRTUAL_DEVICES="2", TF_GPU_QUIET="true")
+    assert q.returncode == 0
+    assert all(line.startswith("tfgpu: ") for line in q.stderr.splitlines())
+    assert q.stderr.count("warning:") == 1
+
+
+def test_no_command_starts_a_shell() -> None:
+    r = subprocess.run(
+        [*TFGPU, "run", "--"], input="echo from-the-shell\n", env=env(), capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "from-the-shell"
+    assert "starting an interactive shell (bash)" in r.stderr or "(sh)" in r.stderr
+
+
+def test_unknown_command_is_127_without_traceback() -> None:
+    r = run("run", "--", "no-such-command-tfgpu")
+    assert r.returncode == 127 and "command not found: no-such-command-tfgpu" in r.stderr
+
+
+@pytest.mark.parametrize("sub", [[], ["run"], ["show"], ["check"]])
+def test_help_on_every_subcommand(sub: list[str]) -> None:
+    r = run(*sub, "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: tfgpu")
+
+
+def test_show_json_sources() -> None:
+    import json
+
+    r = run("show", "--json", TF_GPU_MEMORY_GROWTH="true", TFGPU_IMAGE_DEFAULTS="TF_GPU_MEMORY_GROWTH=true")
+    doc = json.loads(r.stdout)
+    assert doc["settings"]["TF_GPU_MEMORY_GROWTH"] == {"value": "true", "source": "image default"}
+    assert doc["settings"]["TF_FORCE_GPU_ALLOW_GROWTH"]["source"] == "derived"
+    assert doc["settings"]["TF_GPU_QUIET"]["source"] == "kit default"
+    bad = run("show", TF_GPU_VIRTUAL_DEVICES="1;;2")
+    assert bad.returncode == 78 and bad.stderr.startswith("tfgpu: error: TF_GPU_VIRTUAL_DEVICES=")
+
+
+# --- PID 1: a new PID namespace on the host (we are root) --------------------------------------
+
+UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc"]
+
+
+def _pid1_available() -> None:
+    assert shutil.which("unshare"), "unshare (util-linux) is needed for the PID-1 tests"
+
+
+def _child_of(pid: int, timeout: float = 10) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            kids = []
+        if kids:
+            return int(kids[0])
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} got no child")
+
+
+def test_pid1_forks_and_exits_with_the_childs_code() -> None:
+    _pid1_available()
+    r = subprocess.run(
+        [*UNSHARE, *TFGPU, "run", "--", "sh", "-c", "echo $$; exit 5"],
+        env=env(), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert r.returncode == 5, r.stderr
+    assert int(r.stdout.strip()) != 1  # tfgpu stayed PID 1, the command is its child
+
+
+def test_pid1_forwards_sigterm_and_reports_signal_death() -> None:
+    _pid1_available()
+    for command, expected, output in (
+        ([sys.executable, "-c", TERM_CATCHER], 42, "got TERM"),
+        (["sleep", "60"], 128 + signal.SIGTERM, ""),  # killed by the forwarded SIGTERM → 143
+    ):
+        p = subprocess.Popen([*UNSHARE, *TFGPU, "run", "--", *command], env=env(), stdout=subprocess.PIPE, text=True)
+        init = _child_of(p.pid)  # tfgpu, PID 1 inside the namespace
+        _child_of(init)  # wait until the command has been forked
+        if output:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        os.kill(init, signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        assert p.returncode == expected
+        assert out.strip() == output
