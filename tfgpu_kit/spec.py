@@ -191,7 +191,8 @@ def _load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise SpecError(f"{path}: cannot be read ({exc.strerror})") from None
     try:
-        return yaml.safe_load(text)
+        # the C loader when PyYAML has it: several times faster than the pure-Python one
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, context, render, selectors
+from tfgpu_kit import catalog, selectors
 from tfgpu_kit import matrix as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image
@@ -108,6 +108,8 @@ def refuse_for_driver(
 
 def assemble_contexts(spec: specs.Spec, images: list[Image], root: Path) -> dict[str, Path]:
     """Build contexts for `images` under root/<image name>; the runtime wheel is built once."""
+    from tfgpu_kit import context, render
+
     root.mkdir(parents=True, exist_ok=True)
     wheel_dir = root / ".runtime-wheel"
     wheel = context.build_runtime_wheel(wheel_dir)
@@ -132,6 +134,8 @@ def _base_registry(image: Image, override: str | None) -> str:
 
 
 def dry_run(images: list[Image], args: argparse.Namespace) -> int:
+    from tfgpu_kit import render
+
     rows = []
     for image in images:
         rows.append(
