@@ -1,10 +1,10 @@
 """Benchmarks of the build side: `render` and `check` over the whole matrix.
 
 Two views, each the median of repeated runs:
-- in-process: loading the spec alone (baseline), rendering every Dockerfile, assessing every TensorFlow
-  version for a driver and a GPU architecture;
-- as users run it: `python build.py render --check` and `python build.py check --driver …` end to end,
-  against `python -c pass` (interpreter start-up) as the baseline.
+- in-process: loading the spec alone (baseline), rendering every Dockerfile, assessing every
+  TensorFlow version for a driver and a GPU architecture;
+- as users run it: `python build.py render --check` and `python build.py check --driver …` end to
+  end, against `python -c pass` (interpreter start-up) as the baseline.
 
 Run: .venv/bin/python benchmarks/bench_build.py [--repeat N]"""
 
@@ -74,8 +74,8 @@ def main() -> int:
     start_up = median_seconds(command("-c", "pass"), repeat)
     rows += [
         ("python -c pass (baseline)", start_up, start_up),
-        ("build.py render --check", median_seconds(command("build.py", "render", "--check"), repeat),
-         start_up),
+        ("build.py render --check",
+         median_seconds(command("build.py", "render", "--check"), repeat), start_up),
         ("build.py check --driver … --gpu-arch sm_90",
          median_seconds(command("build.py", "check", "--driver", "535.104.05", "--gpu-arch",
                                 "sm_90", "--json"), repeat), start_up),
