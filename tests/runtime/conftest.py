@@ -27,7 +27,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("TF_GPU_", "TF_CPU_", "TF_MIXED", "TF_FORCE_GPU", "TFGPU_", "CUDA_VISIBLE"))
+        if not k.startswith(
+            ("TF_GPU_", "TF_CPU_", "TF_MIXED", "TF_FORCE_GPU", "TFGPU_", "CUDA_VISIBLE")
+        )
     }
     env.update(QUIET_TF)
     env.update(extra)
@@ -38,7 +40,18 @@ def clean_env(**extra: str) -> dict[str, str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT / "entrypoint")],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT / "entrypoint"),
+        ],
         check=True,
     )
     [whl] = out.glob("tfgpu-*.whl")
@@ -51,9 +64,16 @@ class Venv:
         self.python = str(path / "bin" / "python")
         self.tfgpu = str(path / "bin" / "tfgpu")
 
-    def run(self, code: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, code: str, env: dict[str, str], timeout: float = 180
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [self.python, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, cwd=self.path
+            [self.python, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.path,
         )
 
 
@@ -64,12 +84,25 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Venv:
     venv = Venv(path)
     site = subprocess.run(
         [venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # .venv's site-packages, for TensorFlow; sorted before tfgpu-hook.pth does not matter.
     Path(site, "000-dotvenv-tensorflow.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", venv.python, "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            venv.python,
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
         check=True,
     )
     assert Path(site, "tfgpu-hook.pth").read_text() == "import tfgpu._hook\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import types
 from collections import namedtuple
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 PhysicalDevice = namedtuple("PhysicalDevice", ["name", "device_type"])
 LogicalDevice = namedtuple("LogicalDevice", ["name", "device_type"])
@@ -30,27 +30,29 @@ class StandinConfig:
         self.devices = [PhysicalDevice(f"/physical_device:CPU:{i}", "CPU") for i in range(cpus)] + [
             PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)
         ]
-        self.calls: List[Tuple[str, Any, Any]] = []
-        self.logical: Dict[PhysicalDevice, List[LogicalDeviceConfiguration]] = {}
-        self.growth: Dict[PhysicalDevice, bool] = {}
+        self.calls: list[tuple[str, Any, Any]] = []
+        self.logical: dict[PhysicalDevice, list[LogicalDeviceConfiguration]] = {}
+        self.growth: dict[PhysicalDevice, bool] = {}
         self.initialized = False
         self.experimental = types.SimpleNamespace(
             set_memory_growth=self.set_memory_growth, get_memory_growth=self.get_memory_growth
         )
 
-    def list_physical_devices(self, device_type: Optional[str] = None) -> List[PhysicalDevice]:
+    def list_physical_devices(self, device_type: str | None = None) -> list[PhysicalDevice]:
         return [d for d in self.devices if device_type is None or d.device_type == device_type]
 
     def _known(self, dev: PhysicalDevice) -> None:
         if dev not in self.devices:
             raise ValueError(f"Unrecognized device: {dev!r}")
 
-    def set_logical_device_configuration(self, dev: PhysicalDevice, configs: List[Any]) -> None:
+    def set_logical_device_configuration(self, dev: PhysicalDevice, configs: list[Any]) -> None:
         self.calls.append(("set_logical_device_configuration", dev, list(configs)))
         self._known(dev)
         if dev.device_type == "CPU":
             if any(c.memory_limit is not None for c in configs):
-                raise ValueError("Setting memory limit on CPU virtual devices is currently not supported")
+                raise ValueError(
+                    "Setting memory limit on CPU virtual devices is currently not supported"
+                )
         elif dev.device_type == "GPU":
             if any(c.memory_limit is None for c in configs):
                 raise ValueError("Setting memory limit is required for GPU virtual devices")
@@ -75,7 +77,7 @@ class StandinConfig:
             raise RuntimeError("Physical devices cannot be modified after being initialized")
         self.growth[dev] = enable
 
-    def get_memory_growth(self, dev: PhysicalDevice) -> Optional[bool]:
+    def get_memory_growth(self, dev: PhysicalDevice) -> bool | None:
         return self.growth.get(dev)
 
     def _initialize(self) -> None:
@@ -88,9 +90,9 @@ class StandinConfig:
                 raise ValueError("Memory growth cannot differ between GPU devices")
         self.initialized = True
 
-    def list_logical_devices(self, device_type: Optional[str] = None) -> List[LogicalDevice]:
+    def list_logical_devices(self, device_type: str | None = None) -> list[LogicalDevice]:
         self._initialize()
-        out: List[LogicalDevice] = []
+        out: list[LogicalDevice] = []
         for kind in ("CPU", "GPU"):
             n = 0
             for dev in self.list_physical_devices(kind):
@@ -118,7 +120,9 @@ def standin_tf(gpus: int, *, cuda_build: bool = True) -> types.SimpleNamespace:
     return types.SimpleNamespace(
         config=StandinConfig(gpus),
         sysconfig=types.SimpleNamespace(get_build_info=lambda: dict(info)),
-        keras=types.SimpleNamespace(mixed_precision=types.SimpleNamespace(set_global_policy=set_global_policy)),
+        keras=types.SimpleNamespace(
+            mixed_precision=types.SimpleNamespace(set_global_policy=set_global_policy)
+        ),
         policy=policy,
     )
 
@@ -130,12 +134,17 @@ class NVMLError(Exception):
     pass
 
 
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 (pynvml's spelling)
+class NVMLError_LibraryNotFound(NVMLError):
     pass
 
 
 def standin_pynvml(
-    gpus: List[Tuple[str, str, int]], *, driver: str = "550.54.15", cuda: int = 12040, brand: int = 2, missing: bool = False
+    gpus: list[tuple[str, str, int]],
+    *,
+    driver: str = "550.54.15",
+    cuda: int = 12040,
+    brand: int = 2,
+    missing: bool = False,
 ) -> types.ModuleType:
     """A `pynvml` stand-in. gpus: (name, uuid, total MiB) in NVML (PCI) order."""
     m = types.ModuleType("pynvml")

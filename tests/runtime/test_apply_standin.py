@@ -9,11 +9,11 @@ from __future__ import annotations
 import io
 
 import pytest
-
-from tests.runtime.standins import LogicalDeviceConfiguration, standin_pynvml, standin_tf
 from tfgpu import nvml
 from tfgpu.apply import configure_tensorflow
 from tfgpu.errors import ConfigError, GpuUnavailableError
+
+from tests.runtime.standins import LogicalDeviceConfiguration, standin_pynvml, standin_tf
 
 
 def apply(tf: object, environ: dict[str, str], **kw: object) -> tuple[dict[str, str], str]:
@@ -24,25 +24,33 @@ def apply(tf: object, environ: dict[str, str], **kw: object) -> tuple[dict[str, 
 
 
 def test_standin_enforces_tensorflow_rules() -> None:
-    """The stand-in itself: it must fail where TensorFlow fails, or the other tests prove nothing."""
+    """The stand-in itself must fail where TensorFlow fails, or the other tests prove nothing."""
     tf = standin_tf(gpus=2)
     cfg = tf.config
-    g0, g1 = cfg.list_physical_devices("GPU")
-    with pytest.raises(ValueError, match="^Setting memory limit is required for GPU virtual devices$"):
+    g0, _g1 = cfg.list_physical_devices("GPU")
+    with pytest.raises(
+        ValueError, match=r"^Setting memory limit is required for GPU virtual devices$"
+    ):
         cfg.set_logical_device_configuration(g0, [LogicalDeviceConfiguration()])
     cfg.set_logical_device_configuration(g0, [LogicalDeviceConfiguration(memory_limit=1024)])
-    with pytest.raises(ValueError, match="^Cannot set memory growth on device when virtual devices configured$"):
+    with pytest.raises(
+        ValueError, match=r"^Cannot set memory growth on device when virtual devices configured$"
+    ):
         cfg.experimental.set_memory_growth(g0, True)
     tf2 = standin_tf(gpus=2)
-    a, b = tf2.config.list_physical_devices("GPU")
+    a, _b = tf2.config.list_physical_devices("GPU")
     tf2.config.experimental.set_memory_growth(a, True)
-    with pytest.raises(ValueError, match="^Memory growth cannot differ between GPU devices$"):
+    with pytest.raises(ValueError, match=r"^Memory growth cannot differ between GPU devices$"):
         tf2.config.list_logical_devices("GPU")
     tf3 = standin_tf(gpus=1)
     tf3.config.list_logical_devices()
-    with pytest.raises(RuntimeError, match="^Physical devices cannot be modified after being initialized$"):
+    with pytest.raises(
+        RuntimeError, match=r"^Physical devices cannot be modified after being initialized$"
+    ):
         tf3.config.experimental.set_memory_growth(tf3.config.list_physical_devices("GPU")[0], True)
-    with pytest.raises(RuntimeError, match="^Virtual devices cannot be modified after being initialized$"):
+    with pytest.raises(
+        RuntimeError, match=r"^Virtual devices cannot be modified after being initialized$"
+    ):
         tf3.config.set_logical_device_configuration(
             tf3.config.list_physical_devices("GPU")[0], [LogicalDeviceConfiguration(memory_limit=5)]
         )
@@ -50,12 +58,21 @@ def test_standin_enforces_tensorflow_rules() -> None:
 
 def test_mem_limit_makes_one_logical_gpu_each_and_growth_goes_native() -> None:
     tf = standin_tf(gpus=2)
-    out, _ = apply(tf, {"TF_GPU_MEM_LIMIT": "4096", "TF_GPU_MEMORY_GROWTH": "true"}, nvml_query=lambda: nvml.NvmlReport())
+    out, _ = apply(
+        tf,
+        {"TF_GPU_MEM_LIMIT": "4096", "TF_GPU_MEMORY_GROWTH": "true"},
+        nvml_query=lambda: nvml.NvmlReport(),
+    )
     assert out == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-    assert [c[0] for c in tf.config.calls] == ["set_logical_device_configuration"] * 2  # no set_memory_growth
+    assert [c[0] for c in tf.config.calls] == [
+        "set_logical_device_configuration"
+    ] * 2  # no set_memory_growth
     names = [d.name for d in tf.config.list_logical_devices("GPU")]
     assert names == ["/device:GPU:0", "/device:GPU:1"]
-    assert all(cfgs == [LogicalDeviceConfiguration(memory_limit=4096)] for cfgs in tf.config.logical.values())
+    assert all(
+        cfgs == [LogicalDeviceConfiguration(memory_limit=4096)]
+        for cfgs in tf.config.logical.values()
+    )
 
 
 def test_growth_alone_is_set_equally_on_every_gpu() -> None:
@@ -68,7 +85,9 @@ def test_growth_alone_is_set_equally_on_every_gpu() -> None:
 def test_virtual_devices_per_gpu_syntax() -> None:
     tf = standin_tf(gpus=2)
     apply(tf, {"TF_GPU_VIRTUAL_DEVICES": "6144,8192;4096"}, nvml_query=lambda: nvml.NvmlReport())
-    assert [d.name for d in tf.config.list_logical_devices("GPU")] == [f"/device:GPU:{i}" for i in range(3)]
+    assert [d.name for d in tf.config.list_logical_devices("GPU")] == [
+        f"/device:GPU:{i}" for i in range(3)
+    ]
 
 
 def test_percent_uses_nvml_sizes_from_the_standin() -> None:

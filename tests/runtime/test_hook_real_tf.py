@@ -17,7 +17,8 @@ COUNT_CPUS = "import tensorflow as tf; print(len(tf.config.list_logical_devices(
 
 def test_hook_costs_no_import_of_tensorflow_or_the_kit(wheel_venv: Venv) -> None:
     r = wheel_venv.run(
-        "import sys; print(sorted(m for m in sys.modules if m.startswith(('tfgpu', 'tensorflow', 'wrapt'))))",
+        "import sys; print(sorted(m for m in sys.modules if m.startswith(('tfgpu', "
+        "'tensorflow', 'wrapt'))))",
         clean_env(),
     )
     assert r.returncode == 0, r.stderr
@@ -44,9 +45,15 @@ def test_cpu_split_through_import_keras(wheel_venv: Venv) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("TF_CPU_VIRTUAL_DEVICES", "three"), ("TF_GPU_MEM_LIMIT", "4GB"), ("TF_FORCE_GPU_ALLOW_GROWTH", "True")],
+    [
+        ("TF_CPU_VIRTUAL_DEVICES", "three"),
+        ("TF_GPU_MEM_LIMIT", "4GB"),
+        ("TF_FORCE_GPU_ALLOW_GROWTH", "True"),
+    ],
 )
-def test_bad_value_fails_the_import_with_the_message(wheel_venv: Venv, variable: str, value: str) -> None:
+def test_bad_value_fails_the_import_with_the_message(
+    wheel_venv: Venv, variable: str, value: str
+) -> None:
     r = wheel_venv.run("import tensorflow", clean_env(**{variable: value}))
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
@@ -61,7 +68,7 @@ def test_off_leaves_tensorflow_untouched(wheel_venv: Venv) -> None:
         clean_env(TF_GPU_CONFIG="off", TF_CPU_VIRTUAL_DEVICES="3", TF_GPU_MEM_LIMIT="garbage"),
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() [0] == "1"
+    assert r.stdout.split()[0] == "1"
     assert "'installed': False" in r.stdout and "'applied': False" in r.stdout
 
 
@@ -81,13 +88,27 @@ def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
     import subprocess
 
     r = subprocess.run(
-        [wheel_venv.tfgpu, "check", "--json"], env=clean_env(TF_CPU_VIRTUAL_DEVICES="2"),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [wheel_venv.tfgpu, "check", "--json"],
+        env=clean_env(TF_CPU_VIRTUAL_DEVICES="2"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) >= {"ok", "tfgpu_version", "python", "tensorflow", "libraries", "driver", "gpus", "hook",
-                        "settings", "applied", "problems"}  # fmt: skip
+    assert set(doc) >= {
+        "ok",
+        "tfgpu_version",
+        "python",
+        "tensorflow",
+        "libraries",
+        "driver",
+        "gpus",
+        "hook",
+        "settings",
+        "applied",
+        "problems",
+    }
     assert doc["ok"] is True
     assert doc["tensorflow"]["version"] == "2.21.0" and doc["tensorflow"]["is_cuda_build"] is False
     assert doc["tensorflow"]["cuda_version"] is None and doc["libraries"] == []
@@ -103,9 +124,12 @@ def test_check_reports_bad_configuration_with_exit_78(wheel_venv: Venv) -> None:
     import subprocess
 
     r = subprocess.run(
-        [wheel_venv.tfgpu, "check", "--json"], env=clean_env(TF_GPU_MEM_LIMIT="lots"),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [wheel_venv.tfgpu, "check", "--json"],
+        env=clean_env(TF_GPU_MEM_LIMIT="lots"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 78
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and doc["tensorflow"]["importable"] is True

@@ -4,17 +4,21 @@ of `pynvml` (NOT a driver; no GPU was used)."""
 from __future__ import annotations
 
 import pytest
-
-from tests.runtime.standins import standin_pynvml
 from tfgpu import nvml
 from tfgpu.driver import check_driver
 from tfgpu.errors import ConfigError, GpuUnavailableError
 from tfgpu.preflight import run_preflight
 from tfgpu.settings import parse_environment
 
+from tests.runtime.standins import standin_pynvml
+
 A10 = ("NVIDIA A10", "GPU-11111111-aaaa", 24576)
 T4 = ("Tesla T4", "GPU-22222222-bbbb", 15360)
-IMAGE = {"TFGPU_IMAGE_CUDA": "12.5", "TFGPU_IMAGE_DRIVER_MIN": "555.42.06", "TFGPU_IMAGE_DRIVER_MIN_COMPAT": "525.60.13"}
+IMAGE = {
+    "TFGPU_IMAGE_CUDA": "12.5",
+    "TFGPU_IMAGE_DRIVER_MIN": "555.42.06",
+    "TFGPU_IMAGE_DRIVER_MIN_COMPAT": "525.60.13",
+}
 
 
 def test_query_reads_driver_and_gpus() -> None:
@@ -40,7 +44,9 @@ def test_missing_library_means_no_driver() -> None:
         (["0", "5", "1"], "PCI_BUS_ID", ["NVIDIA A10"]),  # CUDA stops at the invalid index
     ],
 )
-def test_visible_gpus_matches_carefully(visible: list[str] | None, order: str | None, names: list[object]) -> None:
+def test_visible_gpus_matches_carefully(
+    visible: list[str] | None, order: str | None, names: list[object]
+) -> None:
     r = nvml.query(standin_pynvml([A10, T4]))
     gpus, _ = nvml.visible_gpus(r, visible, order)
     assert [g.name if g else None for g in gpus] == names
@@ -48,33 +54,57 @@ def test_visible_gpus_matches_carefully(visible: list[str] | None, order: str | 
 
 def test_preflight_refuses_cap_larger_than_the_visible_card() -> None:
     fake = standin_pynvml([A10, T4])
-    environ = {"TF_GPU_MEM_LIMIT": "20GiB", "CUDA_VISIBLE_DEVICES": "GPU-2222", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    environ = {
+        "TF_GPU_MEM_LIMIT": "20GiB",
+        "CUDA_VISIBLE_DEVICES": "GPU-2222",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
     with pytest.raises(ConfigError, match="Tesla T4, 15360 MiB"):
-        run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(fake), shm_path="/nonexistent")
+        run_preflight(
+            parse_environment(environ),
+            environ,
+            nvml_report=nvml.query(fake),
+            shm_path="/nonexistent",
+        )
 
 
 def test_preflight_required_and_no_device() -> None:
     environ = {"TF_GPU_REQUIRED": "true", "CUDA_VISIBLE_DEVICES": ""}
     with pytest.raises(GpuUnavailableError, match="CUDA_VISIBLE_DEVICES is empty"):
-        run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10])))
+        run_preflight(
+            parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10]))
+        )
     environ = {"TF_GPU_REQUIRED": "true"}
     with pytest.raises(GpuUnavailableError, match="no NVIDIA driver"):
-        run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([], missing=True)))
+        run_preflight(
+            parse_environment(environ),
+            environ,
+            nvml_report=nvml.query(standin_pynvml([], missing=True)),
+        )
     with pytest.raises(GpuUnavailableError, match="CPU-only build"):
         run_preflight(
-            parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10])),
+            parse_environment(environ),
+            environ,
+            nvml_report=nvml.query(standin_pynvml([A10])),
             build_info=lambda: {"is_cuda_build": False},
-        )  # fmt: skip
+        )
 
 
 def test_preflight_ok_with_gpu() -> None:
     environ = {"TF_GPU_MEM_LIMIT": "4096", **IMAGE}
-    pf = run_preflight(parse_environment(environ), environ, nvml_report=nvml.query(standin_pynvml([A10], driver="560.28.03")), shm_path="/nonexistent")
+    pf = run_preflight(
+        parse_environment(environ),
+        environ,
+        nvml_report=nvml.query(standin_pynvml([A10], driver="560.28.03")),
+        shm_path="/nonexistent",
+    )
     assert pf.plan.gpu_limits == [[4096]] and pf.problems == []
 
 
 def test_old_driver_explained_nvidia_style() -> None:
-    r = nvml.query(standin_pynvml([("NVIDIA GeForce RTX 3090", "GPU-3", 24576)], driver="470.82.01", brand=5))
+    r = nvml.query(
+        standin_pynvml([("NVIDIA GeForce RTX 3090", "GPU-3", 24576)], driver="470.82.01", brand=5)
+    )
     [p] = check_driver("470.82.01", IMAGE, r.gpus)
     assert p.severity == "error"
     assert "built for NVIDIA driver 555.42.06 or later (CUDA 12.5" in p.what
@@ -108,3 +138,15 @@ def test_shm_default_64mb_warns(tmp_path: object, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(os, "statvfs", lambda p: St())
     p = preflight.shm_problem("/dev/shm")
     assert p is not None and "--shm-size" in p.fix and "--ipc=host" in p.fix
+
+
+def test_build_info_read_without_importing_tensorflow() -> None:
+    """tfbuild reads the installed (real) tensorflow-cpu's build_info.py as text."""
+    import sys
+
+    from tfgpu import tfbuild
+
+    had_tf = "tensorflow" in sys.modules
+    info = tfbuild.build_info()
+    assert info == {"is_cuda_build": False, "is_rocm_build": False, "is_tensorrt_build": False}
+    assert ("tensorflow" in sys.modules) == had_tf

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
-
 from tfgpu.errors import ConfigError
 from tfgpu.plan import make_plan
 from tfgpu.settings import parse_environment
@@ -25,7 +22,9 @@ from tfgpu.settings import parse_environment
         ({"TF_GPU_MEM_LIMIT": "4096"}, [], []),
     ],
 )
-def test_plan_limits(environ: dict[str, str], totals: list[Optional[float]], limits: list[object]) -> None:
+def test_plan_limits(
+    environ: dict[str, str], totals: list[float | None], limits: list[object]
+) -> None:
     assert make_plan(parse_environment(environ), totals).gpu_limits == limits
 
 
@@ -39,7 +38,7 @@ def test_plan_limits(environ: dict[str, str], totals: list[Optional[float]], lim
         ({"TF_GPU_MEM_LIMIT": "40%"}, [None], "needs its total memory"),
     ],
 )
-def test_plan_errors(environ: dict[str, str], totals: list[Optional[float]], match: str) -> None:
+def test_plan_errors(environ: dict[str, str], totals: list[float | None], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         make_plan(parse_environment(environ), totals)
 
@@ -53,11 +52,13 @@ def test_plan_errors(environ: dict[str, str], totals: list[Optional[float]], mat
         ({"TF_GPU_MEM_LIMIT": "4096"}, [], "no GPU is visible"),
     ],
 )
-def test_plan_warnings(environ: dict[str, str], totals: list[Optional[float]], match: str) -> None:
+def test_plan_warnings(environ: dict[str, str], totals: list[float | None], match: str) -> None:
     plan = make_plan(parse_environment(environ), totals)
     assert any(match in w for w in plan.warnings), plan.warnings
 
 
 def test_growth_goes_through_the_native_variable() -> None:
-    plan = make_plan(parse_environment({"TF_GPU_MEMORY_GROWTH": "on", "TF_GPU_MEM_LIMIT": "4096"}), [24576])
+    plan = make_plan(
+        parse_environment({"TF_GPU_MEMORY_GROWTH": "on", "TF_GPU_MEM_LIMIT": "4096"}), [24576]
+    )
     assert plan.env == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"} and plan.growth is True

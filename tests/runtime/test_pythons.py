@@ -40,6 +40,12 @@ def test_parser_and_cli_on_python(version: str) -> None:
     assert doc["version"] == [int(x) for x in version.split(".")]
     assert doc["plan"] == [[6144, 8192], [4096]] and doc["pct"] == 4000
     assert doc["error"] == ["TF_GPU_MEM_LIMIT", "4MB"]
-    for args, code in ((["show", "--json"], 0), (["run", "--", "true"], 0), (["run", "--", "false"], 1)):
-        r = subprocess.run([python, "-m", "tfgpu", *args], env=env, capture_output=True, text=True, timeout=60)
+    for args, code in (
+        (["show", "--json"], 0),
+        (["run", "--", "true"], 0),
+        (["run", "--", "false"], 1),
+    ):
+        r = subprocess.run(
+            [python, "-m", "tfgpu", *args], env=env, capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == code, r.stderr

@@ -30,12 +30,17 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def run(*args: str, timeout: float = 30, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TFGPU, *args], env=env(**extra), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*TFGPU, *args], env=env(**extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_exec_keeps_the_pid_and_the_exit_code() -> None:
     p = subprocess.Popen(
-        [*TFGPU, "run", "--", "sh", "-c", "echo $$; exit 7"], env=env(), stdout=subprocess.PIPE, text=True
+        [*TFGPU, "run", "--", "sh", "-c", "echo $$; exit 7"],
+        env=env(),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 7
@@ -49,7 +54,10 @@ def test_command_gets_translated_environment() -> None:
 
 def test_sigterm_reaches_the_command() -> None:
     p = subprocess.Popen(
-        [*TFGPU, "run", "--", sys.executable, "-c", TERM_CATCHER], env=env(), stdout=subprocess.PIPE, text=True
+        [*TFGPU, "run", "--", sys.executable, "-c", TERM_CATCHER],
+        env=env(),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     p.send_signal(signal.SIGTERM)
@@ -63,11 +71,17 @@ def test_sigterm_reaches_the_command() -> None:
         ({"TF_GPU_MEM_LIMIT": "4MB"}, 78, "TF_GPU_MEM_LIMIT='4MB' is not valid"),
         ({"TF_GPU_MEMORY_GROWTH": "true", "TF_FORCE_GPU_ALLOW_GROWTH": "false"}, 78, "contradicts"),
         ({"CUDA_VISIBLE_DEVICES": "all"}, 78, "NVIDIA_VISIBLE_DEVICES"),
-        ({"TF_GPU_REQUIRED": "true"}, 69, "TF_GPU_REQUIRED=true, but no usable GPU"),  # no driver on this host
+        (
+            {"TF_GPU_REQUIRED": "true"},
+            69,
+            "TF_GPU_REQUIRED=true, but no usable GPU",
+        ),  # no driver on this host
         ({"TF_GPU_REQUIRED": "true", "CUDA_VISIBLE_DEVICES": "-1"}, 69, "hides every GPU"),
     ],
 )
-def test_bad_input_runs_nothing(tmp_path: Path, extra: dict[str, str], code: int, message: str) -> None:
+def test_bad_input_runs_nothing(
+    tmp_path: Path, extra: dict[str, str], code: int, message: str
+) -> None:
     marker = tmp_path / "ran"
     r = run("run", "--", "touch", str(marker), **extra)
     assert r.returncode == code
@@ -93,7 +107,12 @@ def test_summary_on_stderr_and_quiet() -> None:
 
 def test_no_command_starts_a_shell() -> None:
     r = subprocess.run(
-        [*TFGPU, "run", "--"], input="echo from-the-shell\n", env=env(), capture_output=True, text=True, timeout=30
+        [*TFGPU, "run", "--"],
+        input="echo from-the-shell\n",
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert r.returncode == 0 and r.stdout.strip() == "from-the-shell"
     assert "starting an interactive shell (bash)" in r.stderr or "(sh)" in r.stderr
@@ -113,7 +132,12 @@ def test_help_on_every_subcommand(sub: list[str]) -> None:
 def test_show_json_sources() -> None:
     import json
 
-    r = run("show", "--json", TF_GPU_MEMORY_GROWTH="true", TFGPU_IMAGE_DEFAULTS="TF_GPU_MEMORY_GROWTH=true")
+    r = run(
+        "show",
+        "--json",
+        TF_GPU_MEMORY_GROWTH="true",
+        TFGPU_IMAGE_DEFAULTS="TF_GPU_MEMORY_GROWTH=true",
+    )
     doc = json.loads(r.stdout)
     assert doc["settings"]["TF_GPU_MEMORY_GROWTH"] == {"value": "true", "source": "image default"}
     assert doc["settings"]["TF_FORCE_GPU_ALLOW_GROWTH"]["source"] == "derived"
@@ -148,8 +172,11 @@ def test_pid1_forks_and_exits_with_the_childs_code() -> None:
     _pid1_available()
     r = subprocess.run(
         [*UNSHARE, *TFGPU, "run", "--", "sh", "-c", "echo $$; exit 5"],
-        env=env(), capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 5, r.stderr
     assert int(r.stdout.strip()) != 1  # tfgpu stayed PID 1, the command is its child
 
@@ -160,7 +187,9 @@ def test_pid1_forwards_sigterm_and_reports_signal_death() -> None:
         ([sys.executable, "-c", TERM_CATCHER], 42, "got TERM"),
         (["sleep", "60"], 128 + signal.SIGTERM, ""),  # killed by the forwarded SIGTERM → 143
     ):
-        p = subprocess.Popen([*UNSHARE, *TFGPU, "run", "--", *command], env=env(), stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [*UNSHARE, *TFGPU, "run", "--", *command], env=env(), stdout=subprocess.PIPE, text=True
+        )
         init = _child_of(p.pid)  # tfgpu, PID 1 inside the namespace
         _child_of(init)  # wait until the command has been forked
         if output:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from tfgpu.errors import ConfigError
 from tfgpu.settings import (
     DERIVED,
@@ -102,7 +101,9 @@ def test_visible_devices(text: str, entries: list[str]) -> None:
     assert parse_visible_devices(text) == entries
 
 
-@pytest.mark.parametrize(("text", "why"), [("all", "NVIDIA_VISIBLE_DEVICES"), ("gpu0", "not valid"), ("0,0", "twice")])
+@pytest.mark.parametrize(
+    ("text", "why"), [("all", "NVIDIA_VISIBLE_DEVICES"), ("gpu0", "not valid"), ("0,0", "twice")]
+)
 def test_visible_devices_rejects(text: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why):
         parse_visible_devices(text)
@@ -116,10 +117,16 @@ def env(**kw: str) -> dict[str, str]:
     ("environ", "variable"),
     [
         (env(TF_GPU_MEMORY_GROWTH="maybe"), "TF_GPU_MEMORY_GROWTH"),
-        (env(TF_FORCE_GPU_ALLOW_GROWTH="True"), "TF_FORCE_GPU_ALLOW_GROWTH"),  # TF wants exact lowercase
+        (
+            env(TF_FORCE_GPU_ALLOW_GROWTH="True"),
+            "TF_FORCE_GPU_ALLOW_GROWTH",
+        ),  # TF wants exact lowercase
         (env(TF_FORCE_GPU_ALLOW_GROWTH="1"), "TF_FORCE_GPU_ALLOW_GROWTH"),
         (env(TF_GPU_MEMORY_GROWTH="on", TF_FORCE_GPU_ALLOW_GROWTH="false"), "TF_GPU_MEMORY_GROWTH"),
-        (env(TF_GPU_MEM_LIMIT="4096", TF_GPU_VIRTUAL_DEVICES="2048,2048"), "TF_GPU_VIRTUAL_DEVICES"),
+        (
+            env(TF_GPU_MEM_LIMIT="4096", TF_GPU_VIRTUAL_DEVICES="2048,2048"),
+            "TF_GPU_VIRTUAL_DEVICES",
+        ),
         (env(TF_CPU_VIRTUAL_DEVICES="0"), "TF_CPU_VIRTUAL_DEVICES"),
         (env(TF_CPU_VIRTUAL_DEVICES="three"), "TF_CPU_VIRTUAL_DEVICES"),
         (env(TF_GPU_REQUIRED="sure"), "TF_GPU_REQUIRED"),
@@ -172,7 +179,9 @@ def test_same_contradiction_without_image_default_is_an_error() -> None:
 
 
 def test_user_value_different_from_image_default_is_environment() -> None:
-    s = parse_environment({"TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true", "TF_GPU_MEMORY_GROWTH": "false"})
+    s = parse_environment(
+        {"TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true", "TF_GPU_MEMORY_GROWTH": "false"}
+    )
     assert s.growth is False and s.sources["TF_GPU_MEMORY_GROWTH"].source == ENVIRONMENT
 
 
@@ -193,7 +202,9 @@ def test_async_allocator_warns_that_limit_is_not_a_hard_cap() -> None:
 
 # --- properties over the grammar -------------------------------------------------------------
 
-units = st.sampled_from([("", 1), ("MiB", 1), ("mib", 1), ("m", 1), ("GiB", 1024), ("g", 1024), ("G", 1024)])
+units = st.sampled_from(
+    [("", 1), ("MiB", 1), ("mib", 1), ("m", 1), ("GiB", 1024), ("g", 1024), ("G", 1024)]
+)
 sizes = st.integers(min_value=1, max_value=16 * 1024)  # GiB × 16384 = the 16 TiB ceiling
 
 

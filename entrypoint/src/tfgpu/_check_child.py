@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Any, Dict
 
@@ -19,12 +19,24 @@ MARK = "TFGPU-CHECK-JSON "
 
 def main() -> int:
     out: Dict[str, Any] = {
-        "tensorflow": {"importable": False, "version": None, "is_cuda_build": False,
-                       "cuda_version": None, "cudnn_version": None, "error": None},
+        "tensorflow": {
+            "importable": False,
+            "version": None,
+            "is_cuda_build": False,
+            "cuda_version": None,
+            "cudnn_version": None,
+            "error": None,
+        },
         "build_info": {},
         "hook_active": False,
-        "applied": {"ok": False, "logical_gpus": [], "logical_cpus": [], "memory": {}, "error": None},
-    }  # fmt: skip
+        "applied": {
+            "ok": False,
+            "logical_gpus": [],
+            "logical_cpus": [],
+            "memory": {},
+            "error": None,
+        },
+    }
     try:
         import tensorflow as tf
     except BaseException as e:  # includes the hook's ConfigError: that is the answer

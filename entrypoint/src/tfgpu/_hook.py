@@ -13,18 +13,26 @@ This module imports nothing that `site` has not already imported, and costs one 
 comparison per import.
 """
 
+from __future__ import annotations
+
 import os
 import sys
+
+TYPE_CHECKING = False  # not `from typing import …`: this runs at every interpreter start
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Callable, List, Optional, Sequence
 
 # `keras` too: with `import keras`, TensorFlow finishes importing while keras is still half
 # initialised, so the Keras part (mixed precision) waits until keras itself has finished.
 _TARGETS = ("tensorflow", "keras")
 # Read by `tfgpu check`'s child process: did the hook fire in this process?
 state = {"installed": False, "applied": False}
-_after_keras: list = []  # callables to run once keras/__init__ has finished
+_after_keras: List[Callable[[], None]] = []  # to run once keras/__init__ has finished
 
 
-def after_keras(fn: object) -> None:
+def after_keras(fn: Callable[[], None]) -> None:
     _after_keras.append(fn)
 
 
@@ -59,8 +67,8 @@ class _Loader:
 
             if not isinstance(e, TfgpuError):
                 sys.stderr.write(
-                    f"tfgpu: internal error while configuring TensorFlow ({type(e).__name__}: {e}); "
-                    "TF_GPU_CONFIG=off bypasses the kit\n"
+                    f"tfgpu: internal error while configuring TensorFlow "
+                    f"({type(e).__name__}: {e}); TF_GPU_CONFIG=off bypasses the kit\n"
                 )
             raise
 
@@ -71,18 +79,23 @@ class _Loader:
 class _Finder:
     """First on sys.meta_path; acts only on `tensorflow` and `keras`, asking the other finders."""
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
+    def find_spec(
+        self,
+        fullname: str,
+        path: Optional[Sequence[str]] = None,
+        target: Optional[ModuleType] = None,
+    ) -> Optional[ModuleSpec]:
         if fullname not in _TARGETS:  # the only cost every other import pays
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
+            if isinstance(finder, _Finder) or find is None:
                 continue
-            spec = find(fullname, path, target)
+            spec: Optional[ModuleSpec] = find(fullname, path, target)
             if spec is not None:
                 loader = getattr(spec, "loader", None)
                 if loader is not None and not isinstance(loader, _Loader):
-                    spec.loader = _Loader(loader)
+                    spec.loader = _Loader(loader)  # type: ignore[assignment]  # duck-typed: importlib.abc costs start-up time
                 return spec
         return None
 
@@ -97,7 +110,7 @@ def install() -> None:
     sys.meta_path.insert(0, _Finder())
 
 
-try:
+try:  # noqa: SIM105  (contextlib is not imported at start-up; importing it would cost)
     install()
 except Exception:  # never break interpreter start-up (site would print a traceback per start)
     pass

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from tfgpu.errors import GpuUnavailableError
 from tfgpu.plan import make_plan
 from tfgpu.settings import parse_environment
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable, List, Mapping, MutableMapping, Optional, TextIO
 

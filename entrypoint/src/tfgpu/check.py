@@ -12,13 +12,13 @@ import os
 import platform
 import subprocess
 import sys
-from typing import TYPE_CHECKING
 
 from tfgpu import __version__, libs, nvml
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, TextIO
 
@@ -45,8 +45,7 @@ def run_child(environ: Mapping[str, str]) -> Dict[str, Any]:
         proc = subprocess.run(
             [sys.executable, "-m", "tfgpu._check_child"],
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             text=True,
             timeout=CHILD_TIMEOUT,
         )
@@ -99,9 +98,13 @@ def collect(
         child_env["TF_GPU_CONFIG"] = "off"
     result = child if child is not None else run_child(child_env)
     tf_json = result.get("tensorflow") or {
-        "importable": False, "version": None, "is_cuda_build": False,
-        "cuda_version": None, "cudnn_version": None, "error": result.get("crash"),
-    }  # fmt: skip
+        "importable": False,
+        "version": None,
+        "is_cuda_build": False,
+        "cuda_version": None,
+        "cudnn_version": None,
+        "error": result.get("crash"),
+    }
     applied = dict(
         result.get("applied")
         or {"ok": False, "logical_gpus": [], "logical_cpus": [], "error": None}
@@ -115,21 +118,35 @@ def collect(
             )
         )
     elif config_error is None and not applied.get("ok"):
-        problems.append(Problem(ERROR, f"applying the settings in TensorFlow failed: {applied.get('error')}",
-                                "see the message; `tfgpu show` lists the settings"))  # fmt: skip
+        problems.append(
+            Problem(
+                ERROR,
+                f"applying the settings in TensorFlow failed: {applied.get('error')}",
+                "see the message; `tfgpu show` lists the settings",
+            )
+        )
     want_tf = environ.get("TFGPU_IMAGE_TF")
     if want_tf and tf_json.get("version") and tf_json["version"] != want_tf:
-        problems.append(Problem(WARNING, f"this image was built for TensorFlow {want_tf}, "
-                                         f"but {tf_json['version']} is installed"))  # fmt: skip
+        problems.append(
+            Problem(
+                WARNING,
+                f"this image was built for TensorFlow {want_tf}, "
+                f"but {tf_json['version']} is installed",
+            )
+        )
 
     lib_json = [libs.try_load(n, s) for n, s in libs.needed(result.get("build_info") or tf_json)]
     for lib in lib_json:
         if not lib["loaded"]:
-            problems.append(Problem(
-                ERROR, f"{lib['soname']} cannot be loaded ({lib['error']})",
-                f"install the {lib['name']} library of this TensorFlow build: "
-                "`pip install 'tensorflow[and-cuda]'` (pip CUDA wheels), or use an image with CUDA/cuDNN",
-            ))  # fmt: skip
+            problems.append(
+                Problem(
+                    ERROR,
+                    f"{lib['soname']} cannot be loaded ({lib['error']})",
+                    f"install the {lib['name']} library of this TensorFlow build: "
+                    "`pip install 'tensorflow[and-cuda]'` (pip CUDA wheels), or use an image with "
+                    "CUDA/cuDNN",
+                )
+            )
 
     pth = hook_pth()
     doc: Dict[str, Any] = {
@@ -169,7 +186,8 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
         w(f"TensorFlow: not importable ({tf['error']})\n")
     for lib in doc["libraries"]:
         w(
-            f"  {lib['soname']}: {'loaded from ' + str(lib['path']) if lib['loaded'] else 'MISSING'}\n"
+            f"  {lib['soname']}: "
+            f"{'loaded from ' + str(lib['path']) if lib['loaded'] else 'MISSING'}\n"
         )
     d = doc["driver"]
     w(
@@ -179,17 +197,21 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
     )
     for g in doc["gpus"]:
         w(
-            f"  GPU {g['index']}: {g['name']}, {int(g['total_mib'])} MiB total, {int(g['free_mib'])} MiB free\n"
+            f"  GPU {g['index']}: {g['name']}, {int(g['total_mib'])} MiB total, "
+            f"{int(g['free_mib'])} MiB free\n"
         )
     h = doc["hook"]
-    w(f"hook: {'installed at ' + h['pth'] if h['installed'] else 'not installed'}; "
-      f"{'fired on import tensorflow' if h['active'] else 'did not fire (settings applied by check itself)'}\n")  # fmt: skip
+    fired = (
+        "fired on import tensorflow" if h["active"] else "did not fire (check applied the settings)"
+    )
+    w(f"hook: {'installed at ' + h['pth'] if h['installed'] else 'not installed'}; {fired}\n")
     for name, s in doc["settings"].items():
         w(f"  {name}={s['value']!r} ({s['source']})\n")
     a = doc["applied"]
     if a["ok"]:
         w(
-            f"applied: logical GPUs {a['logical_gpus'] or 'none'}, logical CPUs {a['logical_cpus']}\n"
+            f"applied: logical GPUs {a['logical_gpus'] or 'none'}, logical CPUs "
+            f"{a['logical_cpus']}\n"
         )
         for dev, mem in (a.get("memory") or {}).items():
             w(f"  {dev}: {mem}\n")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from tfgpu.errors import EXIT_BROKEN, EXIT_USAGE, TfgpuError
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     import argparse
     from typing import List, Optional

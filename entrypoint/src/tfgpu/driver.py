@@ -9,10 +9,10 @@ build side from images/matrix.yaml), not from a table here.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from tfgpu.problems import ERROR, WARNING, Problem
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -53,31 +53,39 @@ def check_driver(driver_version: str, image: Dict[str, str], gpus: Sequence[Gpu]
     if driver is None or need is None or driver >= need:
         return []
     built = f"CUDA {cuda_text}" if cuda_text else "its CUDA"
-    fix = f"update the host's NVIDIA driver to {image['TFGPU_IMAGE_DRIVER_MIN']} or later, or use an image built for an older CUDA"
+    fix = f"update the host's NVIDIA driver to {image['TFGPU_IMAGE_DRIVER_MIN']} or later, or "
+    "use an image built for an older CUDA"
     if floor is not None and driver >= floor:
         return [
             Problem(
                 WARNING,
-                f"This container was built for {built}, which wants NVIDIA driver {image['TFGPU_IMAGE_DRIVER_MIN']} or "
-                f"later; driver {driver_version} was detected. It runs in CUDA minor-version compatibility mode "
-                f"(driver >= {image['TFGPU_IMAGE_DRIVER_MIN_COMPAT']}): no JIT of newer PTX, so GPUs newer than the "
-                "architectures TensorFlow was compiled for may fail, and a few newer CUDA features are missing.",
+                f"This container was built for {built}, which wants NVIDIA driver "
+                f"{image['TFGPU_IMAGE_DRIVER_MIN']} or "
+                f"later; driver {driver_version} was detected. It runs in CUDA minor-version "
+                "compatibility mode "
+                f"(driver >= {image['TFGPU_IMAGE_DRIVER_MIN_COMPAT']}): no JIT of newer PTX, so "
+                "GPUs newer than the "
+                "architectures TensorFlow was compiled for may fail, and a few newer CUDA "
+                "features are missing.",
                 fix,
             )
         ]
     what = (
-        f"This container was built for NVIDIA driver {image['TFGPU_IMAGE_DRIVER_MIN']} or later ({built}"
+        f"This container was built for NVIDIA driver {image['TFGPU_IMAGE_DRIVER_MIN']} or later "
+        f"({built}"
         + (
             f"; {image['TFGPU_IMAGE_DRIVER_MIN_COMPAT']} or later with minor-version compatibility"
             if floor
             else ""
         )
-        + f"), but driver {driver_version} was detected: TensorFlow cannot use the GPU and will run on the CPU."
+        + f"), but driver {driver_version} was detected: TensorFlow cannot use the GPU and will "
+        "run on the CPU."
     )
     datacentre = [g for g in gpus if is_datacentre(g)]
     if datacentre and forward_compat_possible(driver, cuda):
         what += (
-            f" Forward compatibility could apply ({datacentre[0].name} is a data-centre GPU on driver branch "
+            f" Forward compatibility could apply ({datacentre[0].name} is a data-centre GPU on "
+            "driver branch "
             f"{driver[0]}): install the cuda-compat package for {built} in the image."
         )
     elif datacentre:
@@ -85,5 +93,6 @@ def check_driver(driver_version: str, image: Dict[str, str], gpus: Sequence[Gpu]
             f" Forward compatibility is not available for driver branch {driver[0]} with {built}."
         )
     elif gpus:
-        what += f" Forward compatibility does not apply: it is for data-centre GPUs only ({gpus[0].name} is not)."
+        what += " Forward compatibility does not apply: it is for data-centre GPUs only "
+        f"({gpus[0].name} is not)."
     return [Problem(ERROR, what, fix)]

@@ -9,11 +9,12 @@ status (128+N when a signal N killed it), like tini.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from types import FrameType
     from typing import List, Mapping, Optional
@@ -35,7 +36,8 @@ def exit_code(status: int) -> int:
 
 
 def exec_child(command: List[str], env: Mapping[str, str]) -> None:
-    """In the forked child: own the terminal (if any) so Ctrl-C reaches only the command, then exec."""
+    """In the forked child: own the terminal (if any) so Ctrl-C reaches only the command,
+    then exec."""
     try:
         if os.isatty(0):
             signal.signal(signal.SIGTTOU, signal.SIG_IGN)
@@ -44,7 +46,9 @@ def exec_child(command: List[str], env: Mapping[str, str]) -> None:
             signal.signal(signal.SIGTTOU, signal.SIG_DFL)
         for sig in FORWARDED:
             signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # a pending signal now acts as default
+        signal.pthread_sigmask(
+            signal.SIG_UNBLOCK, FORWARDED
+        )  # a pending signal now acts as default
         os.execvpe(command[0], command, env)
     except OSError as e:
         sys.stderr.write(f"tfgpu: cannot run {command[0]}: {e.strerror}\n")
@@ -55,10 +59,8 @@ def run_as_init(command: List[str], env: Mapping[str, str]) -> int:
     child: List[int] = []
 
     def forward(signum: int, frame: Optional[FrameType]) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # already gone: nothing to forward to
             os.kill(child[0], signum)
-        except ProcessLookupError:
-            pass
 
     # Signals stay blocked (pending, not lost) from before fork() until each side is ready:
     # the parent once it knows the child's PID, the child once its handlers are default.

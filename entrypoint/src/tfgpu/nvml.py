@@ -8,8 +8,8 @@ CUDA_VISIBLE_DEVICES; `visible_gpus` maps CUDA's view onto NVML's devices.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from types import ModuleType
     from typing import Dict, List, Optional, Tuple
@@ -123,7 +123,7 @@ def query(pynvml: Optional[ModuleType] = None) -> NvmlReport:
                 cc = f"{major}.{minor}"
             except Exception:
                 pass
-            try:
+            try:  # noqa: SIM105  (no contextlib: this module is on `tfgpu run`'s start-up path)
                 brand = int(pynvml.nvmlDeviceGetBrand(h))
             except Exception:
                 pass
@@ -141,7 +141,7 @@ def query(pynvml: Optional[ModuleType] = None) -> NvmlReport:
     except Exception as e:
         report.error = f"NVML failed while listing GPUs: {type(e).__name__}: {e}"
     finally:
-        try:
+        try:  # noqa: SIM105  (as above)
             pynvml.nvmlShutdown()
         except Exception:
             pass
@@ -180,8 +180,10 @@ def visible_gpus(
                 break
             if not trusted_index:
                 notes.append(
-                    f"cannot tell which physical GPU CUDA index {i} is (CUDA orders fastest first, NVML by "
-                    "PCI bus); set CUDA_DEVICE_ORDER=PCI_BUS_ID or use GPU UUIDs to check caps against it"
+                    f"cannot tell which physical GPU CUDA index {i} is (CUDA orders fastest "
+                    "first, NVML by "
+                    "PCI bus); set CUDA_DEVICE_ORDER=PCI_BUS_ID or use GPU UUIDs to check caps "
+                    "against it"
                 )
             out.append(report.gpus[i] if trusted_index else None)
         elif entry.startswith("GPU-"):
@@ -189,7 +191,8 @@ def visible_gpus(
             if len(matches) != 1:
                 why = "matches no GPU" if not matches else "matches several GPUs"
                 notes.append(
-                    f"CUDA_VISIBLE_DEVICES entry {entry} {why}; CUDA hides it and every entry after it"
+                    f"CUDA_VISIBLE_DEVICES entry {entry} {why}; CUDA hides it and every entry "
+                    "after it"
                 )
                 break
             out.append(matches[0])

@@ -6,11 +6,10 @@ totals from NVML when available (None when unknown), so they agree on every deci
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tfgpu.errors import ConfigError
 from tfgpu.settings import AMOUNT_ACCEPTED
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence
 
@@ -83,7 +82,8 @@ def _resolve(
             value,
             AMOUNT_ACCEPTED,
             "4096",
-            why=f"{amount} of GPU {gpu} needs its total memory, which NVML (nvidia-ml-py) could not tell; "
+            why=f"{amount} of GPU {gpu} needs its total memory, which NVML (nvidia-ml-py) could "
+            "not tell; "
             "give the size in MiB",
         ) from None
 
@@ -144,14 +144,17 @@ def make_plan(
             )
         if total is not None and used > total - CUDA_CONTEXT_MIB:
             plan.warnings.append(
-                f"{variable}: {_mib(used)} MiB on {label(gpu)} leaves less than {CUDA_CONTEXT_MIB} MiB for the CUDA "
-                f"context, which TensorFlow's allocator does not count; out-of-memory errors are likely "
+                f"{variable}: {_mib(used)} MiB on {label(gpu)} leaves less than "
+                f"{CUDA_CONTEXT_MIB} MiB for the CUDA "
+                "context, which TensorFlow's allocator does not count; out-of-memory errors "
+                "are likely "
                 f"(try {int(total) - 2 * CUDA_CONTEXT_MIB})"
             )
         small = [m for m in limits if m < SMALL_CAP_MIB]
         if small:
             plan.warnings.append(
-                f"{variable}: {_mib(min(small))} MiB on {label(gpu)} is less than {SMALL_CAP_MIB} MiB; "
+                f"{variable}: {_mib(min(small))} MiB on {label(gpu)} is less than "
+                f"{SMALL_CAP_MIB} MiB; "
                 "TensorFlow may fail to start kernels (cuDNN/cuBLAS workspaces)"
             )
     return plan

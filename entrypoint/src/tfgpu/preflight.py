@@ -8,7 +8,6 @@ Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableEr
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from tfgpu import nvml
 from tfgpu.driver import check_driver
@@ -16,6 +15,7 @@ from tfgpu.errors import GpuUnavailableError
 from tfgpu.plan import make_plan
 from tfgpu.problems import ERROR, WARNING, Problem
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional
 
@@ -48,7 +48,8 @@ def shm_problem(path: str = "/dev/shm") -> Optional[Problem]:
         return None
     return Problem(
         WARNING,
-        "The SHMEM allocation limit is set to the default of 64MB. This may be insufficient for TensorFlow "
+        "The SHMEM allocation limit is set to the default of 64MB. This may be insufficient for "
+        "TensorFlow "
         "(tf.data with multiprocessing, NCCL between GPUs).",
         "docker run --shm-size=1g … (or --ipc=host)",
     )

@@ -8,13 +8,12 @@ non-Python TensorFlow programs; Python processes get the rest through the hook.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from typing import TYPE_CHECKING
 
 from tfgpu.errors import ConfigError, GpuUnavailableError
 from tfgpu.settings import is_disabled, parse_environment
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional
 
@@ -54,8 +53,19 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
     return env
 
 
+def which(name: str, env: Mapping[str, str]) -> Optional[str]:
+    """shutil.which without importing shutil (start-up time): an executable on env's PATH."""
+    if "/" in name:
+        return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    for d in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return None
+
+
 def default_shell(env: Mapping[str, str]) -> str:
-    return "bash" if shutil.which("bash", path=env.get("PATH")) else "sh"
+    return "bash" if which("bash", env) else "sh"
 
 
 def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
@@ -71,7 +81,7 @@ def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
         command = [default_shell(env)]
         if not is_disabled(env):
             _say(f"no command given; starting an interactive shell ({command[0]})")
-    if shutil.which(command[0], path=env.get("PATH")) is None:
+    if which(command[0], env) is None:
         _say(f"error: command not found: {command[0]}")
         return 127
     if os.getpid() == 1:
@@ -83,4 +93,3 @@ def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
     except OSError as e:
         _say(f"error: cannot run {command[0]}: {e.strerror}")
         return 127 if isinstance(e, FileNotFoundError) else 126
-    return 0  # not reached: exec replaced this process

@@ -14,10 +14,10 @@ Grammar (documented in docs/runtime.md):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from tfgpu.errors import ConfigError
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
     from typing import Callable, Dict, List, Mapping, Optional
 
@@ -221,7 +221,8 @@ def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> i
 
 def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") -> List[str]:
     """The entries CUDA will use. CUDA stops at the first invalid entry (the `-1` idiom hides
-    everything after it); other garbage (`all`, `gpu0`) would silently hide GPUs, so it is an error."""
+    everything after it); other garbage (`all`, `gpu0`) would silently hide GPUs, so it is an
+    error."""
     accepted = "comma-separated GPU indices (0,1), UUIDs (GPU-…, MIG-…), or -1 / empty for none"
     entries: List[str] = []
     if not value.strip():
@@ -323,7 +324,8 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
         raise ConfigError(
             "TF_GPU_VIRTUAL_DEVICES",
             environ["TF_GPU_VIRTUAL_DEVICES"],
-            "either TF_GPU_MEM_LIMIT (one cap per GPU) or TF_GPU_VIRTUAL_DEVICES (sizes of the split), not both",
+            "either TF_GPU_MEM_LIMIT (one cap per GPU) or TF_GPU_VIRTUAL_DEVICES (sizes of the "
+            "split), not both",
             "6144,8192",
             why="TF_GPU_MEM_LIMIT is set too",
         )
@@ -343,8 +345,10 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
         s.allocator = v
         if v == "cuda_malloc_async" and s.asks_for_gpu_config:
             s.warnings.append(
-                "TF_GPU_ALLOCATOR=cuda_malloc_async: the memory limit sizes the allocator's pool but is "
-                "not a hard cap (the pool can grow up to the whole GPU); unset TF_GPU_ALLOCATOR for a hard cap"
+                "TF_GPU_ALLOCATOR=cuda_malloc_async: the memory limit sizes the allocator's "
+                "pool but is "
+                "not a hard cap (the pool can grow up to the whole GPU); unset TF_GPU_ALLOCATOR "
+                "for a hard cap"
             )
         if (
             v == "cuda_malloc_async"
@@ -389,7 +393,8 @@ def _parse_growth(
                 native,
                 "exactly true or false (lowercase)",
                 "true",
-                why="TensorFlow ignores anything else with only a log line; or use TF_GPU_MEMORY_GROWTH",
+                why="TensorFlow ignores anything else with only a log line; or use "
+                "TF_GPU_MEMORY_GROWTH",
             )
         native_value = native == "true"
     if kit_value is not None and native_value is not None and kit_value != native_value:

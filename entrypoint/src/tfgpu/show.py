@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from tfgpu.errors import EXIT_OK, ConfigError
 from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, is_disabled, parse_environment
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict, Mapping, Optional, TextIO
 

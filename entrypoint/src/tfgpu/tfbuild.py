@@ -6,12 +6,10 @@
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import os
 import re
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict, Optional
 
@@ -19,13 +17,15 @@ _DICT = re.compile(r"OrderedDict\((\[.*?\])\)", re.DOTALL)
 
 
 def tensorflow_dir() -> Optional[str]:
+    import importlib.util  # lazily: only `TF_GPU_REQUIRED=true` and `check` need it
+
     try:
         spec = importlib.util.find_spec("tensorflow")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    return list(spec.submodule_search_locations)[0]
+    return next(iter(spec.submodule_search_locations))
 
 
 def build_info(tf_dir: Optional[str] = None) -> Optional[Dict[str, object]]:
@@ -33,6 +33,8 @@ def build_info(tf_dir: Optional[str] = None) -> Optional[Dict[str, object]]:
     tf_dir = tf_dir or tensorflow_dir()
     if tf_dir is None:
         return None
+    import ast  # lazily, as above
+
     try:
         with open(
             os.path.join(tf_dir, "python", "platform", "build_info.py"), encoding="utf-8"
