@@ -35,7 +35,7 @@ def cpu_only(compose: dict[str, Any], *, project_dir: Path) -> dict[str, Any]:
     """The same services without GPU reservations, publishing on free host ports
     (so a user's running stack or another test run does not clash), with bind mounts
     made absolute (the derived file lives elsewhere)."""
-    derived = json.loads(json.dumps(compose))  # deep copy
+    derived: dict[str, Any] = json.loads(json.dumps(compose))  # deep copy
     for service in derived["services"].values():
         reservations = service.get("deploy", {}).get("resources", {}).get("reservations", {})
         reservations.pop("devices", None)
