@@ -42,8 +42,8 @@ def compare(
     ma, mb = statistics.median(a), statistics.median(b)
     verdict = "ok" if mb - ma < goal_ms else "OVER GOAL"
     print(f"{name}")
-    print(f"  baseline {' '.join(base[-2:]) if len(base) > 1 else base[0]:<28} median {ma:7.2f} ms")
-    print(f"  with tfgpu{'':<22} median {mb:7.2f} ms")
+    print(f"  baseline   median {ma:7.2f} ms")
+    print(f"  with tfgpu median {mb:7.2f} ms")
     print(
         f"  added {mb - ma:+.2f} ms, ratio {mb / ma:.3f} (goal: < {goal_ms:g} ms added) "
         f"{verdict}  [{runs} runs each]"
