@@ -1,7 +1,7 @@
 """Selecting images on the command line: `2.21.0-gpu`, `2.21-gpu-jupyter`, `2.21.0` (all variants),
 `2.21` (all variants of 2.21.x), `gpu` (a variant, every version), `latest-gpu`, or a regex
 `re:^2\\.2`
-matched against the image name (`2.21.0-gpu`)."""
+matched against the image name (`2.21.0-gpu`), or `all`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from tfgpu_kit.errors import UsageError
 def _matches(image: Image, selector: str) -> bool:
     if selector.startswith("re:"):
         return re.search(selector[3:], image.name) is not None
+    if selector == "all":
+        return True
     names = {
         image.name,
         f"{image.short_version}-{image.variant_name}",
@@ -27,11 +29,12 @@ def _matches(image: Image, selector: str) -> bool:
     return selector in names
 
 
-def select(images: list[Image], selectors: list[str]) -> list[Image]:
-    """Images matching any selector (all when none given), in catalog order; a selector that matches
-    nothing is a usage error naming what exists."""
-    if not selectors:
-        return list(images)
+def select(
+    images: list[Image], selectors: list[str], *, default: tuple[str, ...] = ("all",)
+) -> list[Image]:
+    """Images matching any selector (`default` when none given), in catalog order; a selector that
+    matches nothing is a usage error naming what exists."""
+    selectors = selectors or list(default)
     for selector in selectors:
         if selector.startswith("re:"):
             try:

@@ -91,6 +91,8 @@ def test_build_dry_run_output() -> None:
         "reg.example/tfgpu/tensorflow:latest-gpu",
         "reg.example/tfgpu/tensorflow:2.21.0-gpu-py311-cu125",
     ]
+    default = run("build", "--dry-run", "--json")  # no selector: the newest version only
+    assert [r["image"] for r in json.loads(default.stdout)] == ["2.21.0-gpu", "2.21.0-gpu-jupyter"]
     table = run("build", "--dry-run", "2.14.0-gpu")
     assert "tfgpu/tensorflow:2.14.0-gpu-py311-cu118" in table.stdout
     assert "nothing built" in table.stderr

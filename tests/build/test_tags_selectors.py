@@ -65,6 +65,14 @@ def test_selectors(selector: str, names: list[str]) -> None:
 def test_variant_selector_and_no_selector() -> None:
     assert len(selectors.select(IMAGES, ["gpu-jupyter"])) == len(SPEC.images.versions)
     assert selectors.select(IMAGES, []) == IMAGES
+    assert selectors.select(IMAGES, ["all"]) == IMAGES
+
+
+def test_build_defaults_to_the_newest_version_only() -> None:
+    # build's default: a newcomer's `./kit build` builds 2.21.0 (both variants), not 20 images
+    chosen = selectors.select(IMAGES, [], default=("latest",))
+    assert [i.name for i in chosen] == ["2.21.0-gpu", "2.21.0-gpu-jupyter"]
+    assert selectors.select(IMAGES, ["all"], default=("latest",)) == IMAGES
 
 
 @pytest.mark.parametrize("selector", ["2.99.0", "cpu", "re:(", "2.21.0-GPU"])
