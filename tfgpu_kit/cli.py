@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from tfgpu_kit import log as kitlog
-from tfgpu_kit.errors import EXIT_USAGE, KitError
+from tfgpu_kit.errors import EXIT_FAILED, EXIT_USAGE, KitError
 
 # Sub-commands, in --help order: module names under tfgpu_kit.commands.
 COMMANDS: tuple[str, ...] = ("matrix", "check", "render", "build", "verify", "bake", "plan", "k8s")
@@ -67,6 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KitError as exc:
         kitlog.stderr.print(f"error: {exc}", style="red", highlight=False, markup=False)
         return exc.exit_code
+    except OSError as exc:
+        # A path the user named (--out, a plan file, a context dir) that cannot be read or written:
+        # say which and why, without a traceback. Docker's own errors are DockerError already.
+        where = f"{exc.filename}: " if exc.filename else ""
+        kitlog.stderr.print(
+            f"error: {where}{exc.strerror or exc}", style="red", highlight=False, markup=False
+        )
+        return EXIT_FAILED
     except KeyboardInterrupt:
         logging.getLogger(__name__).warning("interrupted")
         return 130

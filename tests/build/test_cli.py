@@ -51,6 +51,8 @@ def test_matrix_json_on_stdout_only() -> None:
             "refusing to build 2.21.0-gpu",
         ),
         (["nosuchcommand"], 2, "invalid choice"),
+        # a path that cannot be written: named, no traceback
+        (["render", "--out", "/proc/tfgpu-no-such-dir/x"], 1, "/proc/tfgpu-no-such-dir/x"),
     ],
 )
 def test_error_paths(args: list[str], code: int, message: str) -> None:
