@@ -5,7 +5,10 @@
   *error* in every such test, never a skip, and a run in which no `docker` test
   passed fails: a green CI run means the container tests ran.
 - At the end, one line per test group (directory under tests/, and the `docker`
-  marker) says what ran, so the CI log shows it.
+  marker) says what ran, so the CI log shows it, and a group with test files of
+  which nothing was collected is named. Under CI=true, in a whole-suite run (no paths given),
+  such a group fails the run: a directory pytest silently does not collect (e.g.
+  `build/` is in pytest's default `norecursedirs`) must not look green.
 """
 
 from __future__ import annotations
@@ -74,17 +77,47 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _outcomes[group][outcome] += 1
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+_collected: set[str] = set()
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    _collected.add(_group(item.nodeid))
+
+
+def _groups_not_collected() -> list[str]:
+    """Directories under tests/ holding test files of which no test was collected."""
+    have_tests = {
+        d.name for d in (ROOT / "tests").iterdir() if d.is_dir() and any(d.rglob("test_*.py"))
+    }
+    return sorted(have_tests - _collected)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     if not _outcomes:
         return
     terminalreporter.section("test groups that ran")
     for group in sorted(_outcomes):
         counts = ", ".join(f"{n} {what}" for what, n in sorted(_outcomes[group].items()))
         terminalreporter.write_line(f"{group:>16}: {counts}")
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        for group in _groups_not_collected():
+            terminalreporter.write_line(
+                f"{group:>16}: NOT COLLECTED (tests/{group} has test files, pytest found none)",
+                red=True,
+            )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not in_ci() or exitstatus != 0:
+        return
     # A CI run whose container tests were all deselected or skipped is not green.
-    if in_ci() and exitstatus == 0 and _outcomes["marker:docker"]["passed"] == 0:
+    if _outcomes["marker:docker"]["passed"] == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print("\nCI=true but no test marked `docker` passed: the container tests did not run.")
+    whole_suite = session.config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if whole_suite and (missing := _groups_not_collected()):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        where = ", ".join(f"tests/{g}" for g in missing)
+        print(f"\nCI=true but pytest collected nothing in: {where}.")
