@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -50,6 +51,19 @@ def test_exec_keeps_the_pid_and_the_exit_code() -> None:
 def test_command_gets_translated_environment() -> None:
     r = run("run", "--", "sh", "-c", "echo $TF_FORCE_GPU_ALLOW_GROWTH", TF_GPU_MEMORY_GROWTH="yes")
     assert r.returncode == 0 and r.stdout.strip() == "true"
+
+
+def test_show_under_run_reports_what_run_derived() -> None:
+    # the image default TF_GPU_MEMORY_GROWTH=true becomes TF_FORCE_GPU_ALLOW_GROWTH=true in the
+    # command's environment; `tfgpu show` there must not call it the user's own setting
+    r = run(
+        "run", "--", sys.executable, "-m", "tfgpu", "show", "--json",
+        TFGPU_IMAGE_DEFAULTS="TF_GPU_MEMORY_GROWTH=true", TF_GPU_MEMORY_GROWTH="true",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    settings = json.loads(r.stdout)["settings"]
+    assert settings["TF_FORCE_GPU_ALLOW_GROWTH"]["source"] == "derived"
+    assert settings["TF_GPU_MEMORY_GROWTH"]["source"] == "image default"
 
 
 def test_sigterm_reaches_the_command() -> None:

@@ -185,6 +185,29 @@ def test_user_value_different_from_image_default_is_environment() -> None:
     assert s.growth is False and s.sources["TF_GPU_MEMORY_GROWTH"].source == ENVIRONMENT
 
 
+def test_values_tfgpu_run_added_are_reported_as_derived() -> None:
+    # what `tfgpu run` hands its command: the image default plus the native variable it derived
+    image = {"TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true", "TF_GPU_MEMORY_GROWTH": "true"}
+    s = parse_environment(
+        {**image, "TF_FORCE_GPU_ALLOW_GROWTH": "true", "TFGPU_DERIVED": "TF_FORCE_GPU_ALLOW_GROWTH"}
+    )
+    assert s.sources["TF_FORCE_GPU_ALLOW_GROWTH"].source == DERIVED
+    assert s.sources["TF_GPU_MEMORY_GROWTH"].source == IMAGE_DEFAULT
+
+
+def test_a_derived_value_gives_way_to_the_variable_it_came_from() -> None:
+    # a process below `tfgpu run` turned growth off before starting a child: not a contradiction
+    s = parse_environment(
+        {
+            "TF_GPU_MEMORY_GROWTH": "false",
+            "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+            "TFGPU_DERIVED": "TF_FORCE_GPU_ALLOW_GROWTH",
+        }
+    )
+    assert s.growth is False
+    assert s.sources["TF_FORCE_GPU_ALLOW_GROWTH"].value == "false"
+
+
 def test_off_means_nothing_is_parsed() -> None:
     s = parse_environment({"TF_GPU_CONFIG": "OFF", "TF_GPU_MEM_LIMIT": "garbage"})
     assert s.enabled is False and s.mem_limit is None

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 # Set for the command so the hook in its Python processes does not repeat our warnings.
 PREFLIGHT_MARK = "TFGPU_RUN_PREFLIGHT"
+DERIVED_MARK = "TFGPU_DERIVED"  # read by settings.parse_environment
 
 
 def _say(line: str) -> None:
@@ -48,7 +49,12 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
         _say(describe_plan(settings, pf.plan))
     for problem in pf.problems:
         _say(str(problem))
+    # Variables tfgpu adds (not ones the user set) are listed, so that `tfgpu show` in the command's
+    # processes reports them as derived rather than as the user's own environment.
+    added = sorted(name for name in pf.plan.env if name not in env)
     env.update(pf.plan.env)
+    if added:
+        env[DERIVED_MARK] = ",".join(added)
     env[PREFLIGHT_MARK] = "1"
     return env
 

@@ -270,14 +270,19 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
     """Validate every variable of the contract; raise ConfigError on the first bad one."""
     s = Settings()
     defaults = parse_image_defaults(environ.get("TFGPU_IMAGE_DEFAULTS", ""))
+    # Names `tfgpu run` added to its command's environment (TFGPU_DERIVED, set by run.py).
+    derived = set(environ.get("TFGPU_DERIVED", "").split(",")) - {""}
 
     def get(name: str) -> Optional[str]:
         """The value, recording its source; empty counts as unset (compose's `VAR=`)."""
         value = environ.get(name)
         if value is None or value.strip() == "":
             return None
-        source = IMAGE_DEFAULT if defaults.get(name) == value else ENVIRONMENT
-        s.sources[name] = Setting(value, source)
+        if name in derived:
+            s.sources[name] = Setting(value, DERIVED, "set by tfgpu run")
+        else:
+            source = IMAGE_DEFAULT if defaults.get(name) == value else ENVIRONMENT
+            s.sources[name] = Setting(value, source)
         return value
 
     config = get("TF_GPU_CONFIG")
@@ -403,7 +408,9 @@ def _parse_growth(
         if kit_src == IMAGE_DEFAULT and native_src == ENVIRONMENT:
             s.sources["TF_GPU_MEMORY_GROWTH"].note = "overridden by TF_FORCE_GPU_ALLOW_GROWTH"
             kit_value = native_value
-        elif native_src == IMAGE_DEFAULT and kit_src == ENVIRONMENT:
+        elif native_src == DERIVED or (native_src == IMAGE_DEFAULT and kit_src == ENVIRONMENT):
+            # a value tfgpu run derived gives way to the variable it was derived from (which a
+            # process below it may have changed before starting a child)
             native_value = kit_value
         else:
             raise ConfigError(
