@@ -77,20 +77,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _outcomes[group][outcome] += 1
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    # pytest's default `norecursedirs` contains `build`, which silently skipped all of
-    # tests/build (the build side's tests). Collect every direct test group under
-    # tests/; anything else is left to pytest's own rules (None).
-    name = collection_path.name
-    if (
-        collection_path.parent == ROOT / "tests"
-        and collection_path.is_dir()
-        and name[0] not in "_."
-    ):
-        return False
-    return None
-
-
 _collected: set[str] = set()
 
 
