@@ -90,9 +90,17 @@ def _follow(chunks: Iterable[dict[str, Any]], label: str) -> str:
         elif "error" in chunk or "errorDetail" in chunk:
             message = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "unknown")
             output = "\n".join(f"    {line}" for line in step.lines[-40:]) or "    (no output)"
+            hint = None
+            if " : FROM " in step.header:
+                # a FROM step fails when the base could not be had (no registry, a typo, no login)
+                hint = (
+                    "the base image is neither local nor pullable: pass a mirror with "
+                    "--base-registry MIRROR, or `docker pull`/`docker load` the base first"
+                )
             raise DockerError(
                 f"building {label} failed at {step.header or 'the start'}\n{output}"
-                f"\n  error: {message}"
+                f"\n  error: {message}",
+                hint=hint,
             )
         elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
             image_id = str(chunk["aux"]["ID"])

@@ -41,6 +41,17 @@ def test_failed_step_is_reported_with_its_step(client: Any, tmp_path: Path) -> N
     message = str(info.value)
     assert "building t failed at Step 3/3 : RUN definitely-not-a-command" in message
     assert "error:" in message
+    assert info.value.hint is None  # not a base-image problem
+
+
+def test_missing_base_names_the_way_out(client: Any, tmp_path: Path) -> None:
+    # what a newcomer without registry access meets on `./kit build`
+    (tmp_path / "Dockerfile").write_text("FROM tfgpu-no-such-registry.invalid/none:1\n")
+    with pytest.raises(DockerError) as info:
+        dockerbuild.build(client, tmp_path, label="t", tag="tfgpu-test.local/nobase:1",
+                          buildargs={}, no_cache=True)  # fmt: skip
+    assert "failed at Step 1/1 : FROM tfgpu-no-such-registry.invalid/none:1" in str(info.value)
+    assert info.value.hint is not None and "--base-registry" in info.value.hint
 
 
 def test_build_uses_local_base_and_tags(client: Any, tmp_path: Path) -> None:
