@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tfgpu_kit.context import build_runtime_wheel  # noqa: E402  (needs the checkout on sys.path)
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
@@ -61,22 +63,7 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                "-w",
-                str(t / "w"),
-                str(ROOT / "entrypoint"),
-            ],
-            check=True,
-        )
-        wheel = next((t / "w").glob("tfgpu-*.whl"))
+        wheel = build_runtime_wheel(t / "w")  # the wheel the images get
         for name in ("with", "without"):
             subprocess.run(
                 [sys.executable, "-m", "venv", "--without-pip", str(t / name)], check=True

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tfgpu_kit.context import build_runtime_wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "entrypoint" / "src"
 # Quiet TensorFlow's start-up logs so stderr assertions see ours.
@@ -38,24 +40,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(ROOT / "entrypoint"),
-        ],
-        check=True,
-    )
-    [whl] = out.glob("tfgpu-*.whl")
-    return whl
+    # the same wheel the image build contexts get
+    return build_runtime_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 class Venv:
