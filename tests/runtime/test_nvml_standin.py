@@ -112,6 +112,19 @@ def test_old_driver_explained_nvidia_style() -> None:
     assert "data-centre GPUs only" in p.what
 
 
+def test_old_driver_messages_are_whole_sentences() -> None:
+    """Both halves of the split string literals reach the user (they once were dropped)."""
+    gpus = nvml.query(
+        standin_pynvml([("NVIDIA GeForce RTX 3090", "GPU-3", 24576)], driver="470.82.01", brand=5)
+    ).gpus
+    [p] = check_driver("470.82.01", IMAGE, gpus)
+    assert p.what.endswith("(NVIDIA GeForce RTX 3090 is not).")
+    assert p.fix == (
+        "update the host's NVIDIA driver to 555.42.06 or later, or use an image built for an "
+        "older CUDA"
+    )
+
+
 def test_forward_compat_could_apply_on_datacentre_gpu() -> None:
     r = nvml.query(standin_pynvml([("NVIDIA A100-SXM4-40GB", "GPU-4", 40960)], driver="535.104.05"))
     [p] = check_driver("535.104.05", {**IMAGE, "TFGPU_IMAGE_DRIVER_MIN_COMPAT": "545.0"}, r.gpus)

@@ -53,8 +53,10 @@ def check_driver(driver_version: str, image: Dict[str, str], gpus: Sequence[Gpu]
     if driver is None or need is None or driver >= need:
         return []
     built = f"CUDA {cuda_text}" if cuda_text else "its CUDA"
-    fix = f"update the host's NVIDIA driver to {image['TFGPU_IMAGE_DRIVER_MIN']} or later, or "
-    "use an image built for an older CUDA"
+    fix = (
+        f"update the host's NVIDIA driver to {image['TFGPU_IMAGE_DRIVER_MIN']} or later, or "
+        "use an image built for an older CUDA"
+    )
     if floor is not None and driver >= floor:
         return [
             Problem(
@@ -93,6 +95,8 @@ def check_driver(driver_version: str, image: Dict[str, str], gpus: Sequence[Gpu]
             f" Forward compatibility is not available for driver branch {driver[0]} with {built}."
         )
     elif gpus:
-        what += " Forward compatibility does not apply: it is for data-centre GPUs only "
-        f"({gpus[0].name} is not)."
+        what += (
+            " Forward compatibility does not apply: it is for data-centre GPUs only "
+            f"({gpus[0].name} is not)."
+        )
     return [Problem(ERROR, what, fix)]
