@@ -3,6 +3,8 @@ of `pynvml` (NOT a driver; no GPU was used)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tfgpu import nvml
 from tfgpu.driver import check_driver
@@ -163,3 +165,24 @@ def test_build_info_read_without_importing_tensorflow() -> None:
     info = tfbuild.build_info()
     assert info == {"is_cuda_build": False, "is_rocm_build": False, "is_tensorrt_build": False}
     assert ("tensorflow" in sys.modules) == had_tf
+
+
+def test_build_info_of_a_cuda_build_with_a_list_value(tmp_path: Path) -> None:
+    """A CUDA build's build_info.py holds a list (cuda_compute_capabilities); reading it must
+    not stop at that list's `])`, or a GPU build looks like a CPU-only one."""
+    from tfgpu import tfbuild
+
+    platform = tmp_path / "python" / "platform"
+    platform.mkdir(parents=True)
+    (platform / "build_info.py").write_text(
+        '"""Auto-generated module providing information about the build."""\n'
+        "import collections\n\n"
+        "build_info = collections.OrderedDict([('cpu_compiler', 'clang 18'), "
+        "('cuda_compute_capabilities', ['sm_60', 'sm_70', 'sm_80', 'sm_89', 'compute_90']), "
+        "('cuda_version', '12.5.1'), ('cudnn_version', '9'), ('is_cuda_build', True), "
+        "('is_rocm_build', False), ('is_tensorrt_build', False)])\n"
+    )
+    info = tfbuild.build_info(str(tmp_path))
+    assert info is not None
+    assert info["is_cuda_build"] is True and info["cuda_version"] == "12.5.1"
+    assert info["cuda_compute_capabilities"] == ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]

@@ -1,19 +1,18 @@
 """What TensorFlow build is installed, read from its files without importing it.
 
 `import tensorflow` takes seconds; `tfgpu run` must not pay that. The build facts live in
-`tensorflow/python/platform/build_info.py` as a literal dict, which we read as text.
+`tensorflow/python/platform/build_info.py` as the literal argument of
+`collections.OrderedDict(…)`, which we read with `ast` (values can be lists, e.g. a CUDA
+build's `cuda_compute_capabilities`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict, Optional
-
-_DICT = re.compile(r"OrderedDict\((\[.*?\])\)", re.DOTALL)
 
 
 def tensorflow_dir() -> Optional[str]:
@@ -39,7 +38,15 @@ def build_info(tf_dir: Optional[str] = None) -> Optional[Dict[str, object]]:
         with open(
             os.path.join(tf_dir, "python", "platform", "build_info.py"), encoding="utf-8"
         ) as f:
-            m = _DICT.search(f.read())
-        return dict(ast.literal_eval(m.group(1))) if m else {}
-    except (OSError, ValueError, SyntaxError):
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, (ast.Attribute, ast.Name))
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) == "OrderedDict"
+                and node.args
+            ):
+                return dict(ast.literal_eval(node.args[0]))
+        return {}
+    except (OSError, ValueError, SyntaxError, TypeError):
         return {}
