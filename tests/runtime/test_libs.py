@@ -26,6 +26,17 @@ def test_needed_follows_build_info() -> None:
     )
 
 
+def test_cuda_11_cudart_soname_is_11_0() -> None:
+    """CUDA 11.x versions libcudart's soname as 11.0 (TensorFlow's cuda_configure.bzl, and
+    pip's nvidia-cuda-runtime-cu11 ships lib/libcudart.so.11.0); there is no libcudart.so.11,
+    so looking for it would call a working TF 2.12-2.14 set-up broken."""
+    assert libs.needed({"is_cuda_build": True, "cuda_version": "11.8", "cudnn_version": "8"}) == [
+        ("cudart", "libcudart.so.11.0"),
+        ("cublas", "libcublas.so.11"),
+        ("cudnn", "libcudnn.so.8"),
+    ]
+
+
 def test_found_in_a_pip_wheel_folder(tmp_path: Path) -> None:
     # Any real shared library stands in for libcudart here: the test is about where we look.
     real = ctypes.util.find_library("z") or ctypes.util.find_library("m")

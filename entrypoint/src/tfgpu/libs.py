@@ -25,7 +25,9 @@ def needed(build_info: Mapping[str, object]) -> List[tuple[str, str]]:
     cudnn = str(build_info.get("cudnn_version") or "").split(".")[0]
     out = []
     if cuda.isdigit():
-        out += [("cudart", f"libcudart.so.{cuda}"), ("cublas", f"libcublas.so.{cuda}")]
+        # CUDA 11.x keeps libcudart's soname at 11.0 (as TensorFlow's cuda_configure.bzl says)
+        cudart = "11.0" if cuda == "11" else cuda
+        out += [("cudart", f"libcudart.so.{cudart}"), ("cublas", f"libcublas.so.{cuda}")]
     if cudnn.isdigit():
         out.append(("cudnn", f"libcudnn.so.{cudnn}"))
     return out
