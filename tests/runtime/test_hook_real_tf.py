@@ -62,6 +62,29 @@ def test_bad_value_fails_the_import_with_the_message(
 
 
 @pytest.mark.slow
+def test_a_second_import_after_a_bad_value_is_configured_or_fails_again(wheel_venv: Venv) -> None:
+    """A retried `import tensorflow` (a re-run notebook cell, `except ValueError:`) must not
+    come back silently unconfigured: with the value still bad it fails again; once fixed in
+    os.environ, the configuration is applied."""
+    r = wheel_venv.run(
+        "import os\n"
+        "for attempt in range(3):\n"
+        "    try:\n"
+        "        import tensorflow as tf\n"
+        "    except ValueError as e:\n"
+        "        print('failed', type(e).__name__)\n"
+        "        if attempt == 1:\n"
+        "            os.environ['TF_CPU_VIRTUAL_DEVICES'] = '3'\n"
+        "    else:\n"
+        "        print('cpus', len(tf.config.list_logical_devices('CPU')))\n"
+        "        break\n",
+        clean_env(TF_CPU_VIRTUAL_DEVICES="three"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:3] == ["failed ConfigError", "failed ConfigError", "cpus 3"]
+
+
+@pytest.mark.slow
 def test_off_leaves_tensorflow_untouched(wheel_venv: Venv) -> None:
     r = wheel_venv.run(
         COUNT_CPUS + "; import tfgpu._hook as h; print(h.state)",

@@ -63,6 +63,9 @@ class _Loader:
 
             configure_tensorflow(module, defer_keras=after_keras)
         except Exception as e:
+            # The import fails and importlib drops `tensorflow` from sys.modules; a retried
+            # import must configure (or fail) again, not come back silently unconfigured.
+            state["applied"] = False
             from tfgpu.errors import TfgpuError
 
             if not isinstance(e, TfgpuError):
