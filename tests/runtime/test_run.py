@@ -137,6 +137,19 @@ def test_unknown_command_is_127_without_traceback() -> None:
     assert r.returncode == 127 and "command not found: no-such-command-tfgpu" in r.stderr
 
 
+def test_command_that_exists_but_cannot_run_is_126(tmp_path: Path) -> None:
+    """As in a shell: a file without the execute bit is 'Permission denied' (126), not
+    'command not found' (127), both by path and on PATH."""
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o644)
+    r = run("run", "--", str(script))
+    assert r.returncode == 126 and "Permission denied" in r.stderr, r.stderr
+    assert "command not found" not in r.stderr
+    r = run("run", "--", "train.sh", PATH=f"{tmp_path}{os.pathsep}{os.defpath}")
+    assert r.returncode == 126 and "Permission denied" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("sub", [[], ["run"], ["show"], ["check"]])
 def test_help_on_every_subcommand(sub: list[str]) -> None:
     r = run(*sub, "--help")

@@ -59,12 +59,16 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
     return env
 
 
+def _candidates(name: str, env: Mapping[str, str]) -> List[str]:
+    """Where exec looks for `name`: the name itself if it has a '/', else each PATH entry."""
+    if "/" in name:
+        return [name]
+    return [os.path.join(d or ".", name) for d in env.get("PATH", os.defpath).split(os.pathsep)]
+
+
 def which(name: str, env: Mapping[str, str]) -> Optional[str]:
     """shutil.which without importing shutil (start-up time): an executable on env's PATH."""
-    if "/" in name:
-        return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
-    for d in env.get("PATH", os.defpath).split(os.pathsep):
-        path = os.path.join(d or ".", name)
+    for path in _candidates(name, env):
         if os.access(path, os.X_OK) and not os.path.isdir(path):
             return path
     return None
@@ -87,7 +91,9 @@ def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
         command = [default_shell(env)]
         if not is_disabled(env):
             _say(f"no command given; starting an interactive shell ({command[0]})")
-    if which(command[0], env) is None:
+    if which(command[0], env) is None and not any(
+        os.path.isfile(p) for p in _candidates(command[0], env)
+    ):  # a file that exists but cannot run is exec's error below (126), as in a shell
         _say(f"error: command not found: {command[0]}")
         return 127
     if os.getpid() == 1:
