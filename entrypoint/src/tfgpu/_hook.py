@@ -13,8 +13,8 @@ This module imports nothing that `site` has not already imported, and costs one 
 comparison per import.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: that statement imports the `__future__` module,
+# which nothing else at start-up does; the annotations below are quoted instead.
 import os
 import sys
 
@@ -29,10 +29,10 @@ if TYPE_CHECKING:
 _TARGETS = ("tensorflow", "keras")
 # Read by `tfgpu check`'s child process: did the hook fire in this process?
 state = {"installed": False, "applied": False}
-_after_keras: List[Callable[[], None]] = []  # to run once keras/__init__ has finished
+_after_keras: "List[Callable[[], None]]" = []  # to run once keras/__init__ has finished
 
 
-def after_keras(fn: Callable[[], None]) -> None:
+def after_keras(fn: "Callable[[], None]") -> None:
     _after_keras.append(fn)
 
 
@@ -85,9 +85,9 @@ class _Finder:
     def find_spec(
         self,
         fullname: str,
-        path: Optional[Sequence[str]] = None,
-        target: Optional[ModuleType] = None,
-    ) -> Optional[ModuleSpec]:
+        path: "Optional[Sequence[str]]" = None,
+        target: "Optional[ModuleType]" = None,
+    ) -> "Optional[ModuleSpec]":
         if fullname not in _TARGETS:  # the only cost every other import pays
             return None
         for finder in sys.meta_path:
