@@ -111,6 +111,9 @@ class Assessment:
     coverage: ArchCoverage | None = None
     ptx_jit_failure: bool = False
     newest_runnable: str | None = None
+    # with an arch: a TensorFlow newer than `newest_runnable` that the driver runs but whose
+    # architectures are unknown (not assessed for `arch`, so not recommended)
+    newest_unassessed: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -127,6 +130,7 @@ class Assessment:
             "ptx_jit_failure": self.ptx_jit_failure,
             "reasons": self.reasons,
             "newest_runnable_tensorflow": self.newest_runnable,
+            "newest_unassessed_tensorflow": self.newest_unassessed,
         }
 
 
@@ -195,22 +199,49 @@ def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> As
         )
     if not result.verdict.runs:
         result.newest_runnable = newest_runnable(spec, driver, arch)
+        result.newest_unassessed = newest_unassessed(spec, driver, arch)
     return result
 
 
-def newest_runnable(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
-    """The newest TensorFlow in the matrix this driver runs (natively or by minor compatibility)."""
-    runnable = []
+def _runnable(spec: Spec, driver: Version, arch: Arch | None) -> dict[Version, ArchCoverage | None]:
+    """TensorFlow versions whose CUDA this driver runs (natively or by minor compatibility) and
+    whose kernels are not known to fail on `arch`, with their coverage of it (None: no arch)."""
+    found: dict[Version, ArchCoverage | None] = {}
     for tf in spec.matrix.tensorflow:
         req = requirements(spec, tf)
         verdict = _driver_verdict(req, driver)
         if not verdict.runs:
             continue
+        coverage = None
         if arch is not None:
             coverage = arch_coverage(spec.matrix.tensorflow[tf], arch)
             if coverage is ArchCoverage.NONE:
                 continue
             if coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT:
                 continue
-        runnable.append(Version.parse(tf))
-    return str(max(runnable)) if runnable else None
+        found[Version.parse(tf)] = coverage
+    return found
+
+
+def newest_runnable(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
+    """The newest TensorFlow in the matrix this driver runs (natively or by minor compatibility).
+
+    With `arch`, only versions whose SASS/PTX coverage of it is known to work count: one whose
+    architectures are unknown (`arches: null`) is not recommended (see `newest_unassessed`)."""
+    known = [
+        v for v, cov in _runnable(spec, driver, arch).items() if cov is not ArchCoverage.UNKNOWN
+    ]
+    return str(max(known)) if known else None
+
+
+def newest_unassessed(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
+    """With `arch`: the newest TensorFlow the driver runs whose coverage of `arch` is unknown, when
+    it is newer than `newest_runnable` (else None: nothing newer is left unsaid)."""
+    if arch is None:
+        return None
+    runnable = _runnable(spec, driver, arch)
+    unknown = [v for v, cov in runnable.items() if cov is ArchCoverage.UNKNOWN]
+    known = [v for v, cov in runnable.items() if cov is not ArchCoverage.UNKNOWN]
+    if not unknown or (known and max(known) > max(unknown)):
+        return None
+    return str(max(unknown))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,19 @@ def test_check_exit_codes_and_json() -> None:
     assert bad.returncode == 1
     result = json.loads(bad.stdout)["results"][0]
     assert result["ptx_jit_failure"] and result["verdict"] == "does not run"
+
+
+def test_check_gpu_arch_recommends_only_assessed_versions() -> None:
+    # 535 + H100: 2.19.0 runs on the driver but its sm_90 coverage is unknown: not recommended
+    result = run("check", "--driver", "535.104.05", "--gpu-arch", "sm_90", "--tf", "2.21.0")
+    assert result.returncode == 1
+    text = " ".join(re.sub(r"[│┃]", " ", result.stdout).split())  # the table folds long cells
+    assert "newest TensorFlow known to run on sm_90: 2.14.0" in text
+    assert "2.19.0 runs on driver 535.104.05 but is not assessed for sm_90" in text
+    data = run("check", "--driver", "535.104.05", "--gpu-arch", "sm_90", "--tf", "2.21.0", "--json")
+    row = json.loads(data.stdout)["results"][0]
+    assert row["newest_runnable_tensorflow"] == "2.14.0"
+    assert row["newest_unassessed_tensorflow"] == "2.19.0"
 
 
 def test_check_without_driver_and_without_nvml() -> None:

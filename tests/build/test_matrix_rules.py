@@ -96,6 +96,42 @@ def test_ptx_only_arch_fails_under_minor_compat_but_forward_compat_can_help() ->
     assert verdict("2.21.0", "555.42.06", "sm_90").verdict is Verdict.NATIVE
 
 
+def test_newest_runnable_with_arch_skips_unknown_coverage() -> None:
+    # H100 on 535: 2.18/2.19 run on the driver (12.5 by minor-version compatibility) but their
+    # architectures are unknown (arches: null), so they are not recommended; 2.14.0 (PTX
+    # compute_80, CUDA 11.8 natively) is the newest known to work, and 2.19.0 is named apart.
+    result = verdict("2.21.0", "535.104.05", "sm_90")
+    assert result.newest_runnable == "2.14.0"
+    assert result.newest_unassessed == "2.19.0"
+    data = result.as_json()
+    assert data["newest_runnable_tensorflow"] == "2.14.0"
+    assert data["newest_unassessed_tensorflow"] == "2.19.0"
+    # without an arch nothing is unassessed
+    no_arch = verdict("2.21.0", "470.82.01")
+    assert no_arch.newest_unassessed is None
+    # an unknown version older than the newest known one is not worth naming
+    assert matrix.newest_unassessed(SPEC, parse_driver("560.35.03"), parse_arch("sm_90")) is None
+    assert matrix.newest_runnable(SPEC, parse_driver("560.35.03"), parse_arch("sm_90")) == "2.21.0"
+
+
+def test_newest_runnable_with_arch_none_known() -> None:
+    # no version with known coverage runs: nothing recommended, the unknown one named apart
+    unknown = SPEC.matrix.model_copy(
+        update={
+            "tensorflow": {
+                tf: build.model_copy(update={"arches": None})
+                for tf, build in SPEC.matrix.tensorflow.items()
+            }
+        }
+    )
+    s = SPEC.model_copy(update={"matrix": unknown})
+    driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
+    assert matrix.newest_runnable(s, driver, arch) is None
+    # 2.21.0's PTX-only failure on 535 is no longer known either
+    assert matrix.newest_unassessed(s, driver, arch) == "2.21.0"
+    assert matrix.newest_runnable(s, driver, None) == "2.21.0"
+
+
 @pytest.mark.parametrize(
     ("tf", "arch", "coverage"),
     [

@@ -69,6 +69,19 @@ def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
     return parse_driver(local.version, flag="NVML driver version"), arch
 
 
+def _alternatives(r: rules.Assessment) -> str:
+    """What to use instead of a version that does not run: the newest known to run and, with an
+    arch, a newer one that the driver runs but whose coverage of the arch is unknown."""
+    runs = f"known to run on {r.arch}" if r.arch else "that runs"
+    text = f"; newest TensorFlow {runs}: {r.newest_runnable or 'none'}"
+    if r.newest_unassessed:
+        text += (
+            f"; {r.newest_unassessed} runs on driver {r.driver} but is not assessed for {r.arch}"
+            " (its SASS/PTX architectures are unknown)"
+        )
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     spec = specs.load()
     arch = parse_arch(args.gpu_arch) if args.gpu_arch else None
@@ -95,12 +108,7 @@ def run(args: argparse.Namespace) -> int:
                     r.tensorflow,
                     str(r.req.cuda),
                     r.verdict.value,
-                    "; ".join(r.reasons)
-                    + (
-                        f"; newest TensorFlow that runs: {r.newest_runnable}"
-                        if not r.verdict.runs
-                        else ""
-                    ),
+                    "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
                 ]
                 for r in results
             ],
@@ -108,9 +116,10 @@ def run(args: argparse.Namespace) -> int:
         for r in results:
             if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
                 log.warning(
-                    "TensorFlow %s: no TensorFlow in the matrix runs on driver %s",
+                    "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
                     r.tensorflow,
                     driver,
+                    f" and {arch}" if arch else "",
                 )
     bad = [r for r in results if not r.verdict.runs]
     if bad:
