@@ -22,6 +22,19 @@ class Image:
     repository: str
     newest: bool
     req: matrix.Requirements
+    # this version's own extra packages (images.yaml versions[N].pip/.apt)
+    version_pip: tuple[str, ...] = ()
+    version_apt: tuple[str, ...] = ()
+
+    @property
+    def pip(self) -> list[str]:
+        """Extra pip packages: the variant's, then the version's (a repeated entry once)."""
+        return list(dict.fromkeys([*self.variant.pip, *self.version_pip]))
+
+    @property
+    def apt(self) -> list[str]:
+        """Extra apt packages: the variant's, then the version's (a repeated entry once)."""
+        return list(dict.fromkeys([*self.variant.apt, *self.version_apt]))
 
     @property
     def name(self) -> str:
@@ -78,6 +91,8 @@ def images(spec: Spec) -> list[Image]:
                     repository=spec.images.repository,
                     newest=offered.version == newest,
                     req=matrix.requirements(spec, offered.version),
+                    version_pip=tuple(offered.pip),
+                    version_apt=tuple(offered.apt),
                 )
             )
     return found

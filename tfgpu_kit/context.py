@@ -129,7 +129,7 @@ def assemble(
     (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
     python = image.base_python
-    download([*runtime_extras, *image.variant.pip], python, wheels)
+    download([*runtime_extras, *image.pip], python, wheels)
     pip_dir = dest / "pip-download"
     download(["pip"], python, pip_dir)
     pip_wheels = sorted(pip_dir.glob("pip-*.whl"))

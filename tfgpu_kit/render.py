@@ -42,7 +42,7 @@ def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None
             user=spec.images.user,
             jupyter=image.variant.jupyter,
             cmd_json=json.dumps(image.variant.cmd),
-            unpinned_apt=any("=" not in package for package in image.variant.apt),
+            unpinned_apt=any("=" not in package for package in image.apt),
         )
     except jinja2.TemplateError as exc:
         where = (

@@ -54,8 +54,17 @@ def _package_name(value: str) -> str:
     return value
 
 
+def _apt_package(value: str) -> str:
+    if not re.match(r"^[a-z0-9][a-z0-9.+-]*(=[A-Za-z0-9.+:~-]+)?$", value):
+        raise ValueError(
+            f"expected a Debian package name (optionally pinned, name=version), got {value!r}"
+        )
+    return value
+
+
 VersionText = Annotated[str, AfterValidator(_version_text)]
 PackageName = Annotated[str, AfterValidator(_package_name)]
+AptPackage = Annotated[str, AfterValidator(_apt_package)]
 
 
 class _Strict(BaseModel):
@@ -116,6 +125,9 @@ class Base(_Strict):
 class OfferedVersion(_Strict):
     version: VersionText
     base_python: VersionText
+    # extra packages of this version's images, installed after the variant's (same rules)
+    pip: list[PackageName] = []
+    apt: list[AptPackage] = []
 
 
 class User(_Strict):
@@ -132,7 +144,7 @@ class Jupyter(_Strict):
 class Variant(_Strict):
     base_suffix: str = Field(pattern=r"^(-[a-z0-9]+)*$")
     pip: list[PackageName] = []
-    apt: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]*(=[A-Za-z0-9.+:~-]+)?$")]] = []
+    apt: list[AptPackage] = []
     max_added_mib: float = Field(gt=0)
     cmd: list[str] = Field(min_length=1)
     jupyter: Jupyter | None = None

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tfgpu_kit import catalog, matrix, render, spec
+from tfgpu_kit import catalog, context, matrix, render, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = spec.load()
@@ -86,6 +87,66 @@ def test_extra_apt_and_pip_packages_render_and_lint(tmp_path: Path, apt: list[st
     path.write_text(text)
     result = _lint(path)
     assert result.returncode == 0, result.stdout
+
+
+def _spec_with_packages(tmp_path: Path) -> spec.Spec:
+    """A copy of the committed spec where 2.21.0 has its own pip/apt packages and the gpu variant
+    its own too (the committed lists are empty: offline builds)."""
+    for name in ("matrix.yaml", "images.yaml"):
+        shutil.copy(ROOT / "images" / name, tmp_path / name)
+    data = yaml.safe_load((tmp_path / "images.yaml").read_text())
+    data["versions"][0].update(pip=["requests==2.32.3", "rich"], apt=["graphviz=2.42.2-6", "htop"])
+    data["variants"]["gpu"].update(pip=["rich"], apt=["htop"])
+    (tmp_path / "images.yaml").write_text(yaml.safe_dump(data))
+    return spec.load(tmp_path)
+
+
+def test_per_version_extra_packages_render_and_lint(tmp_path: Path) -> None:
+    loaded = _spec_with_packages(tmp_path)
+    by_name = {image.name: image for image in catalog.images(loaded)}
+    gpu, jupyter = by_name["2.21.0-gpu"], by_name["2.21.0-gpu-jupyter"]
+    # the variant's first, then the version's; a repeated entry once
+    assert gpu.apt == ["htop", "graphviz=2.42.2-6"]
+    assert gpu.pip == ["rich", "requests==2.32.3"]
+    assert jupyter.apt == ["graphviz=2.42.2-6", "htop"]
+    assert jupyter.pip == ["requests==2.32.3", "rich"]
+    # another version of the same variant has only the variant's
+    assert by_name["2.20.0-gpu"].apt == ["htop"] and by_name["2.20.0-gpu-jupyter"].apt == []
+    text = render.render_image(loaded, gpu)
+    install = text[text.index("apt-get install") : text.index("apt-get clean")]
+    assert install.index("htop") < install.index("graphviz=2.42.2-6")
+    assert "hadolint ignore=DL3008" in text  # htop is unpinned
+    assert "and this image's extra pip packages" in text
+    assert "apt-get" not in render.render_image(loaded, by_name["2.20.0-gpu-jupyter"])
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    result = _lint(path)
+    assert result.returncode == 0, result.stdout
+
+
+def test_context_fetches_the_images_extra_pip_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "spec").mkdir()
+    loaded = _spec_with_packages(tmp_path / "spec")
+    image = next(i for i in catalog.images(loaded) if i.name == "2.21.0-gpu")
+    fetched: list[tuple[list[str], str]] = []
+
+    def fake_download(packages: list[str], python: str, dest: Path) -> None:
+        fetched.append((packages, python))
+        dest.mkdir(parents=True, exist_ok=True)
+        for package in packages:
+            name = package.split("==")[0].replace("-", "_")
+            (dest / f"{name}-1.0-py3-none-any.whl").write_bytes(b"")
+
+    monkeypatch.setattr(context, "download", fake_download)
+    wheel = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    ctx = context.assemble(
+        image, "FROM x\n", tmp_path / "ctx", runtime_wheel=wheel, runtime_extras=["nvidia-ml-py"]
+    )
+    assert fetched[0] == (["nvidia-ml-py", "rich", "requests==2.32.3"], "3.11")
+    assert "requests==1.0" in ctx.requirements and "rich==1.0" in ctx.requirements
 
 
 def test_non_root_user_option() -> None:
