@@ -257,3 +257,43 @@ def test_any_text_parses_or_raises_config_error(text: str) -> None:
             parse(text)
         except ConfigError as e:
             assert "\n" not in str(e) and e.value == text
+
+
+# --- digits of other scripts ---------------------------------------------------------------
+# "²".isdigit() is True but int("²") raises ValueError: an internal error instead of the
+# one-line message. "٣" (Arabic-Indic three) converts with int(), but CUDA and TensorFlow read
+# ASCII only, so accepting it would be a guess.
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "1²", "٣2", "¹⁰"])
+def test_non_ascii_digits_are_a_config_error(value: str) -> None:
+    for variable in (
+        "TF_CPU_VIRTUAL_DEVICES",
+        "TF_GPU_MEM_LIMIT",
+        "TF_GPU_VIRTUAL_DEVICES",
+        "CUDA_VISIBLE_DEVICES",
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse_environment({variable: value})
+        assert info.value.variable == variable and info.value.value == value
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "9٤01", "⁹⁴⁰¹"])
+def test_non_ascii_metrics_port_warns_instead_of_crashing(
+    value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfgpu import metrics
+
+    assert metrics.parse_port(value) is None
+    monkeypatch.setattr(metrics, "_state", {"attempted": False, "server": None, "port": None})
+    assert metrics.start_from_environment(None, {"TF_GPU_METRICS_PORT": value}) is False
+    assert f"TF_GPU_METRICS_PORT={value!r} is not valid" in capsys.readouterr().err
+
+
+@given(st.text(max_size=6))
+def test_any_cpu_devices_text_parses_or_raises_config_error(text: str) -> None:
+    try:
+        n = parse_environment({"TF_CPU_VIRTUAL_DEVICES": text}).cpu_devices
+    except ConfigError:
+        return
+    assert n is None or 1 <= n <= 256

@@ -60,7 +60,9 @@ def _warn(message: str) -> None:
 def parse_port(value: str) -> Optional[int]:
     """A TCP port 1-65535, or None (port 0 would pick a random port nobody can scrape)."""
     text = value.strip()
-    if text.isdigit() and 1 <= int(text) <= 65535:
+    # ASCII digits only: `"²".isdigit()` is True but `int("²")` raises (an internal error in
+    # the user's `import tensorflow` instead of a warning).
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 65535:
         return int(text)
     return None
 

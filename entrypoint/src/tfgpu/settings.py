@@ -43,7 +43,8 @@ _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 BOOL_ACCEPTED = "true/false, 1/0, yes/no, on/off (any case)"
 
-_AMOUNT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(%|mib|gib|m|g|mb|gb)?\s*", re.IGNORECASE)
+# re.ASCII: `\d` would also match other scripts' digits ("٣"), which CUDA and TensorFlow do not.
+_AMOUNT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(%|mib|gib|m|g|mb|gb)?\s*", re.IGNORECASE | re.ASCII)
 AMOUNT_ACCEPTED = (
     "a size in MiB (4096), with a unit (512MiB, 4GiB, 4g) or a percentage of the GPU (40%)"
 )
@@ -51,7 +52,7 @@ MAX_MIB = 16 * 1024 * 1024  # 16 TiB: anything bigger is a typo, not a GPU
 MAX_CPU_DEVICES = 256
 ALLOCATORS = ("cuda_malloc_async", "cuda_malloc", "memory_guard")
 POLICIES = ("mixed_float16", "mixed_bfloat16")
-_VISIBLE_ENTRY = re.compile(r"(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+)")
+_VISIBLE_ENTRY = re.compile(r"(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+)", re.ASCII)
 
 
 class MemAmount:
@@ -212,9 +213,15 @@ def parse_virtual_devices(
     return groups
 
 
+def is_ascii_number(text: str) -> bool:
+    """Only 0-9: `"²".isdigit()` is True but `int("²")` raises, and `int("٣")` is 3, which no
+    other program reading the same variable would accept."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> int:
     v = value.strip()
-    if not v.isdigit() or not 1 <= int(v) <= MAX_CPU_DEVICES:
+    if not is_ascii_number(v) or not 1 <= int(v) <= MAX_CPU_DEVICES:
         raise ConfigError(variable, value, f"a whole number from 1 to {MAX_CPU_DEVICES}", "4")
     return int(v)
 
