@@ -30,7 +30,10 @@ class StandinConfig:
         self.devices = [PhysicalDevice(f"/physical_device:CPU:{i}", "CPU") for i in range(cpus)] + [
             PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)
         ]
-        self.calls: list[tuple[str, Any, Any]] = []
+        self.calls: list[tuple[str, Any, Any]] = []  # what changes the configuration
+        # Device listings. TensorFlow's list_physical_devices loads CUDA and runs cuInit (after
+        # which forked children cannot use CUDA), so the kit must list only when it needs to.
+        self.queries: list[tuple[str, str | None]] = []
         self.logical: dict[PhysicalDevice, list[LogicalDeviceConfiguration]] = {}
         self.growth: dict[PhysicalDevice, bool] = {}
         self.initialized = False
@@ -39,6 +42,7 @@ class StandinConfig:
         )
 
     def list_physical_devices(self, device_type: str | None = None) -> list[PhysicalDevice]:
+        self.queries.append(("list_physical_devices", device_type))
         return [d for d in self.devices if device_type is None or d.device_type == device_type]
 
     def _known(self, dev: PhysicalDevice) -> None:

@@ -75,11 +75,52 @@ def test_mem_limit_makes_one_logical_gpu_each_and_growth_goes_native() -> None:
     )
 
 
-def test_growth_alone_is_set_equally_on_every_gpu() -> None:
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"TF_GPU_MEMORY_GROWTH": "1"},
+        {"TF_GPU_MEMORY_GROWTH": "false"},
+        {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+        {"TF_GPU_MEMORY_GROWTH": "true", "TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true"},
+        {"TF_GPU_MEMORY_GROWTH": "true", "TF_MIXED_PRECISION": "mixed_float16"},
+    ],
+)
+def test_growth_alone_lists_no_device(environ: dict[str, str]) -> None:
+    """Listing devices runs cuInit, after which forked children (pre-fork servers, fork
+    pools) cannot use CUDA. Growth is the native variable alone, which TensorFlow applies to
+    every GPU alike; nothing else here needs a device, so tf.config is not called at all."""
     tf = standin_tf(gpus=3)
-    apply(tf, {"TF_GPU_MEMORY_GROWTH": "1"})
-    assert set(tf.config.growth.values()) == {True} and len(tf.config.growth) == 3
+    out, err = apply(tf, environ)
+    assert tf.config.queries == [] and tf.config.calls == [] and err == ""
+    growth = {"1": "true", "true": "true", "false": "false"}
+    want = environ.get("TF_GPU_MEMORY_GROWTH") or environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    assert out == ({"TF_FORCE_GPU_ALLOW_GROWTH": growth[want]} if want else {})
     assert len(tf.config.list_logical_devices("GPU")) == 3  # initialisation accepts it
+
+
+@pytest.mark.parametrize(
+    ("environ", "queries"),
+    [
+        (
+            {"TF_GPU_MEM_LIMIT": "4096", "TF_GPU_MEMORY_GROWTH": "true"},
+            [("list_physical_devices", "GPU")],
+        ),
+        ({"TF_GPU_VIRTUAL_DEVICES": "1024,1024"}, [("list_physical_devices", "GPU")]),
+        ({"TF_CPU_VIRTUAL_DEVICES": "2"}, [("list_physical_devices", "CPU")]),
+        (
+            {"TF_GPU_REQUIRED": "true", "TF_GPU_MEMORY_GROWTH": "true"},
+            [("list_physical_devices", "GPU")],
+        ),
+    ],
+)
+def test_devices_are_listed_when_something_needs_them(
+    environ: dict[str, str], queries: list[tuple[str, str]]
+) -> None:
+    tf = standin_tf(gpus=2)
+    apply(tf, environ, nvml_query=lambda: nvml.NvmlReport())
+    assert tf.config.queries == queries
+    assert not any(c[0] == "set_memory_growth" for c in tf.config.calls)
 
 
 def test_virtual_devices_per_gpu_syntax() -> None:

@@ -93,6 +93,22 @@ def test_a_second_import_after_a_bad_value_is_configured_or_fails_again(wheel_ve
 
 
 @pytest.mark.slow
+def test_growth_alone_does_not_list_devices_in_real_tensorflow(wheel_venv: Venv) -> None:
+    """Listing physical devices runs cuInit on a GPU machine, which breaks CUDA in forked
+    children; with growth only (the images' default) the hook sets the native variable and
+    leaves TensorFlow's device list uninitialised, as plain TensorFlow does."""
+    r = wheel_venv.run(
+        "import os, tensorflow as tf, tfgpu._hook as h\n"
+        "from tensorflow.python.eager import context\n"
+        "print(h.state['applied'], os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH'),\n"
+        "      context.context()._physical_devices is None)\n",
+        clean_env(TF_GPU_MEMORY_GROWTH="true"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "true", "True"]
+
+
+@pytest.mark.slow
 def test_off_leaves_tensorflow_untouched(wheel_venv: Venv) -> None:
     r = wheel_venv.run(
         COUNT_CPUS + "; import tfgpu._hook as h; print(h.state)",

@@ -3,10 +3,17 @@
 Called by the hook right after `tensorflow/__init__` ran, and by `tfgpu check`'s child.
 Takes the module as an argument so the tests can pass a recording stand-in that enforces
 TensorFlow's rules. Order matters and follows those rules:
-- growth is set through the native TF_FORCE_GPU_ALLOW_GROWTH (read when each allocator is
-  created, so setting it now is in time); `set_memory_growth` is called only when no GPU
-  gets logical devices, because TensorFlow refuses growth on a GPU with a logical config;
-- every GPU gets the same growth (TensorFlow refuses differing values at start-up).
+- `tf.config` is touched only when something needs the devices (a cap, logical GPUs, a CPU
+  split, TF_GPU_REQUIRED). Listing physical devices loads CUDA and runs cuInit, and a process
+  that has run cuInit cannot use CUDA in children it forks: a pre-fork server or a
+  `multiprocessing` fork pool that imports TensorFlow first would break, which plain
+  TensorFlow does not do. The images turn growth on by default, so this concerns every
+  process in them;
+- growth is set only through the native TF_FORCE_GPU_ALLOW_GROWTH: TensorFlow reads it when it
+  creates each GPU's allocator (so setting it now is in time), it works inside logical
+  devices too ("grow up to the cap", which `set_memory_growth` refuses), and it is one value
+  for every GPU (TensorFlow refuses growth that differs between GPUs). `set_memory_growth`
+  would add nothing but the cuInit above.
 """
 
 from __future__ import annotations
@@ -62,8 +69,10 @@ def configure_tensorflow(
     settings = parse_environment(environ)
     if not settings.enabled:
         return None
+    # Only what needs devices lists them (see the module doc: listing runs cuInit).
     cfg = tf.config
-    gpus = list(cfg.list_physical_devices("GPU"))
+    needs_gpus = settings.asks_for_gpu_config or settings.required
+    gpus = list(cfg.list_physical_devices("GPU")) if needs_gpus else []
     if settings.required:
         if not tf.sysconfig.get_build_info().get("is_cuda_build"):
             raise GpuUnavailableError("this TensorFlow is a CPU-only build (tensorflow-cpu)")
@@ -74,16 +83,13 @@ def configure_tensorflow(
     totals, names = _gpu_totals(settings, len(gpus), environ, nvml_query)
     plan = make_plan(settings, totals, names)
 
-    env_out.update(plan.env)
+    env_out.update(plan.env)  # growth: TF_FORCE_GPU_ALLOW_GROWTH, for every GPU alike
     LogicalDevice = cfg.LogicalDeviceConfiguration
     for gpu, limits in zip(gpus, plan.gpu_limits):
         if limits is not None:
             cfg.set_logical_device_configuration(
                 gpu, [LogicalDevice(memory_limit=m) for m in limits]
             )
-    if plan.growth is not None and not plan.has_logical_gpus:
-        for gpu in gpus:
-            cfg.experimental.set_memory_growth(gpu, plan.growth)
     if plan.cpu_devices is not None:
         cpus = cfg.list_physical_devices("CPU")
         cfg.set_logical_device_configuration(
