@@ -6,6 +6,7 @@ traceback."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -25,6 +26,8 @@ from tfgpu_kit.versions import Version, parse_arch_code
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
+# the runtime package installed into every image: its `[project] requires-python` bounds the bases
+RUNTIME_PYPROJECT = ROOT / "entrypoint" / "pyproject.toml"
 
 
 def _version_text(value: str) -> str:
@@ -243,3 +246,110 @@ def load(directory: Path | None = None) -> Spec:
                 f" is not in {matrix_path.name} (known: {', '.join(matrix.tensorflow)})"
             )
     return Spec(matrix=matrix, images=images, directory=directory)
+
+
+# --- the bases' Python against the runtime's requires-python -----------------------------------
+
+_CLAUSE = re.compile(r"^(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?$")
+
+
+def _padded(version: Version, length: int) -> tuple[int, ...]:
+    return (version.parts + (0,) * length)[:length]
+
+
+def python_satisfies(python: str, requirement: str) -> bool:
+    """Whether Python `python` (`3.8`, i.e. 3.8.0 as PEP 440 compares it) is in `requirement`, a
+    PEP 440 specifier set of release numbers (`>=3.9`, `>=3.9,<3.14`, `!=3.10.*`, `~=3.9`).
+
+    Raises ValueError for what this does not understand (`===`, pre-releases, local versions)."""
+    version = Version.parse(python)
+    for raw in requirement.split(","):
+        clause = raw.strip()
+        if not clause:
+            continue
+        match = _CLAUSE.match(clause)
+        if not match:
+            raise ValueError(clause)
+        op, text, star = match.groups()
+        bound = Version.parse(text)
+        length = len(text.split("."))
+        if star:
+            if op not in ("==", "!="):
+                raise ValueError(clause)
+            same = _padded(version, length) == _padded(bound, length)
+            ok = same if op == "==" else not same
+        elif op == "~=":
+            if length < 2:
+                raise ValueError(clause)
+            ok = version >= bound and _padded(version, length - 1) == _padded(bound, length - 1)
+        else:
+            ok = {
+                "==": version == bound,
+                "!=": version != bound,
+                "<=": version <= bound,
+                ">=": version >= bound,
+                "<": version < bound,
+                ">": version > bound,
+            }[op]
+        if not ok:
+            return False
+    return True
+
+
+def runtime_requires_python(pyproject: Path | None = None) -> str | None:
+    """`[project] requires-python` of the runtime package (None when it sets none)."""
+    pyproject = pyproject or RUNTIME_PYPROJECT
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{pyproject}: cannot be read ({exc.strerror})") from None
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11: the one key, from the [project] table
+        table = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+        found = table and re.search(r'^requires-python\s*=\s*"([^"]*)"', table.group(1), re.M)
+        return found.group(1) if found else None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{pyproject}: not valid TOML ({exc})") from None
+    value = data.get("project", {}).get("requires-python")
+    if value is not None and not isinstance(value, str):
+        raise SpecError(f"{pyproject}: project.requires-python: expected a string, got {value!r}")
+    return value
+
+
+def check_base_python(
+    spec: Spec, versions: Iterable[str] | None = None, *, pyproject: Path | None = None
+) -> None:
+    """SpecError unless the base's Python (`versions[N].base_python`) of each TensorFlow version
+    (default: every offered one) satisfies the runtime package's `requires-python`: otherwise
+    pip refuses the tfgpu wheel in the middle of the Docker build."""
+    pyproject = pyproject or RUNTIME_PYPROJECT
+    requirement = runtime_requires_python(pyproject)
+    if requirement is None:
+        return
+    wanted = None if versions is None else set(versions)
+    problems = []
+    for index, offered in enumerate(spec.images.versions):
+        if wanted is not None and offered.version not in wanted:
+            continue
+        try:
+            ok = python_satisfies(offered.base_python, requirement)
+        except ValueError as exc:
+            raise SpecError(
+                f"{pyproject}: project.requires-python: {requirement!r}: cannot compare"
+                f" {exc.args[0]!r} (expected clauses such as >=3.9 or <3.14, comma-separated)"
+            ) from None
+        if not ok:
+            problems.append(
+                f"  versions.{index}.base_python: {offered.base_python} (TensorFlow"
+                f" {offered.version}) does not satisfy the runtime's requires-python"
+                f" {requirement!r} ({pyproject}): pip would refuse the tfgpu wheel on that base"
+            )
+    if problems:
+        raise SpecError(
+            f"{spec.directory / 'images.yaml'}: invalid spec\n" + "\n".join(problems),
+            hint="drop those versions, correct base_python, or widen requires-python in"
+            " entrypoint/pyproject.toml if the runtime supports that Python",
+        )

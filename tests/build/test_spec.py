@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfgpu_kit import spec
+from tfgpu_kit import cli, spec
 from tfgpu_kit.errors import EXIT_SPEC, SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +108,98 @@ def test_cli_bad_spec_exit_code_no_traceback(tmp_path: Path) -> None:
     assert result.returncode == EXIT_SPEC
     assert "Traceback" not in result.stderr
     assert "user.uid" in result.stderr
+
+
+# --- base_python against the runtime's requires-python (a temporary spec and pyproject, so the
+# tests do not depend on the committed floor or on the committed base_python values) ---
+
+
+def runtime_pyproject(tmp_path: Path, requires: str | None) -> Path:
+    path = tmp_path / "pyproject.toml"
+    line = f'requires-python = "{requires}"\n' if requires is not None else ""
+    path.write_text(f'[build-system]\nrequires = []\n\n[project]\nname = "tfgpu"\n{line}')
+    return path
+
+
+def spec_with_pythons(tmp_path: Path, pythons: dict[str, str]) -> spec.Spec:
+    directory = copy_spec(tmp_path)
+
+    def change(data: dict[str, list[dict[str, str]]]) -> None:
+        for entry in data["versions"]:
+            entry["base_python"] = pythons.get(entry["version"], "3.11")
+
+    edit(directory / "images.yaml", change)
+    return spec.load(directory)
+
+
+def test_base_python_below_runtime_floor_is_a_spec_error(tmp_path: Path) -> None:
+    loaded = spec_with_pythons(tmp_path, {"2.13.0": "3.8", "2.12.0": "3.8"})
+    pyproject = runtime_pyproject(tmp_path, ">=3.9")
+    with pytest.raises(SpecError) as info:
+        spec.check_base_python(loaded, pyproject=pyproject)
+    message = str(info.value)
+    assert str(tmp_path / "images.yaml") in message
+    assert "versions.8.base_python: 3.8 (TensorFlow 2.13.0)" in message
+    assert "versions.9.base_python: 3.8 (TensorFlow 2.12.0)" in message
+    assert "requires-python '>=3.9'" in message and str(pyproject) in message
+    assert info.value.exit_code == EXIT_SPEC
+    # only the versions asked about are checked
+    spec.check_base_python(loaded, ["2.21.0", "2.14.0"], pyproject=pyproject)
+    with pytest.raises(SpecError, match=r"versions\.9\.base_python") as one:
+        spec.check_base_python(loaded, ["2.12.0"], pyproject=pyproject)
+    assert "versions.8" not in str(one.value)
+
+
+@pytest.mark.parametrize("requires", [">=3.8", ">=3.8,<3.14", "~=3.8", None])
+def test_base_python_allowed_by_the_runtime(tmp_path: Path, requires: str | None) -> None:
+    loaded = spec_with_pythons(tmp_path, {"2.13.0": "3.8", "2.12.0": "3.8"})
+    spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, requires))
+
+
+def test_base_python_above_the_runtime_ceiling(tmp_path: Path) -> None:
+    loaded = spec_with_pythons(tmp_path, {"2.21.0": "3.13"})
+    with pytest.raises(SpecError, match=r"versions\.0\.base_python: 3\.13 .*'>=3\.9,<3\.13'"):
+        spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, ">=3.9,<3.13"))
+
+
+def test_unreadable_requires_python_is_named(tmp_path: Path) -> None:
+    loaded = spec_with_pythons(tmp_path, {})
+    with pytest.raises(SpecError, match=r"requires-python: '>=3\.9b1': cannot compare"):
+        spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, ">=3.9b1"))
+    with pytest.raises(SpecError, match="cannot be read"):
+        spec.check_base_python(loaded, pyproject=tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(
+    ("python", "requires", "ok"),
+    [
+        ("3.8", ">=3.9", False), ("3.9", ">=3.9", True), ("3.13", ">=3.9,<3.13", False),
+        ("3.12", ">=3.9,<3.13", True), ("3.10", "!=3.10.*", False), ("3.11", "!=3.10.*", True),
+        ("3.8", "==3.8.*", True), ("3.9", "~=3.8", True), ("3.8", "~=3.8.1", False),
+        ("3.8", ">3.8", False), ("3.8", "<=3.8", True), ("3.11", " >= 3.9 , ", True),
+    ],
+)  # fmt: skip
+def test_python_satisfies(python: str, requires: str, ok: bool) -> None:
+    assert spec.python_satisfies(python, requires) is ok
+
+
+def test_build_fails_early_on_a_base_the_runtime_does_not_support(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "spec").mkdir()
+    spec_with_pythons(tmp_path / "spec", {"2.13.0": "3.8"})
+    monkeypatch.setattr(spec, "IMAGES_DIR", tmp_path / "spec")
+    monkeypatch.setattr(spec, "RUNTIME_PYPROJECT", runtime_pyproject(tmp_path, ">=3.9"))
+    assert cli.main(["build", "--dry-run", "2.13.0-gpu"]) == EXIT_SPEC
+    assert "versions.8.base_python: 3.8" in capsys.readouterr().err
+    # other images still build; bake writes its file and warns, --assemble refuses
+    assert cli.main(["build", "--dry-run", "--json", "2.14.0-gpu"]) == 0
+    assert cli.main(["bake", "2.13.0-gpu"]) == 0
+    captured = capsys.readouterr()
+    assert "2_13_0-gpu" in captured.out and "versions.8.base_python" in captured.err
+    contexts = tmp_path / "contexts"
+    assert cli.main(["bake", "2.13.0-gpu", "--assemble", "--contexts", str(contexts)]) == EXIT_SPEC
+    assert not contexts.exists()
+    # a runtime that allows 3.8 lets it through
+    monkeypatch.setattr(spec, "RUNTIME_PYPROJECT", runtime_pyproject(tmp_path, ">=3.8"))
+    assert cli.main(["build", "--dry-run", "--json", "2.13.0-gpu"]) == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from tfgpu_kit import bake, catalog, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands.build import assemble_contexts, buildargs
+from tfgpu_kit.errors import SpecError
 
 NAME = "bake"
 HELP = "emit a docker-bake.json for `docker buildx bake`"
@@ -39,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = specs.load()
     images = selectors.select(catalog.images(spec), args.selectors)
+    try:
+        specs.check_base_python(spec, {image.tensorflow for image in images})
+    except SpecError as error:
+        if args.assemble:
+            raise
+        # only a file is written: say which targets would fail to build, and write it
+        log.warning("%s\n  (written anyway; building those targets would fail)", error)
     if args.assemble:
         assemble_contexts(spec, images, args.contexts)
     data = bake.bake_file(

@@ -223,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything.
     images = selectors.select(catalog.images(spec), args.selectors, default=("latest",))
+    # before anything is fetched or built: a base whose Python the runtime does not support
+    # would only fail at pip install, deep in the Docker build
+    specs.check_base_python(spec, {image.tensorflow for image in images})
     if args.driver is not None:
         refused = refuse_for_driver(spec, images, args.driver, args.force)
         if refused:
