@@ -225,3 +225,50 @@ def test_pid1_forwards_sigterm_and_reports_signal_death() -> None:
         out, _ = p.communicate(timeout=30)
         assert p.returncode == expected
         assert out.strip() == output
+
+
+def test_pid1_with_a_terminal_that_is_not_ours_still_runs_the_command() -> None:
+    """stdin is a terminal, but not the controlling terminal of tfgpu's session (`docker run
+    -t` without -i, a pty a parent handed down): tcsetpgrp fails with ENOTTY. tini ignores
+    that, and so must we, instead of refusing to run the command (126)."""
+    import pty
+
+    _pid1_available()
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run(
+            [*UNSHARE, *TFGPU, "run", "--", "sh", "-c", "test -t 0 && echo ran-with-a-tty"],
+            env=env(),
+            stdin=slave,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ran-with-a-tty" and "cannot run" not in r.stderr
+
+
+CHILD_FAILS_BEFORE_EXEC = """
+import sys
+from tfgpu.init import run_as_init
+sys.exit(run_as_init(["true"], {"PATH": "/usr/bin:/bin", "BAD": "a\\0b"}))
+"""
+
+
+def test_a_child_failing_before_exec_exits_126_and_never_runs_the_parents_code() -> None:
+    """An exception in the forked child that is not an OSError (here exec's ValueError for a
+    NUL byte in the environment) must end the child with 126 and a message: it must never
+    return into the init loop, where it would run the parent's code as a second 'init'."""
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD_FAILS_BEFORE_EXEC],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 126, r.stderr
+    assert r.stderr.strip() == ("tfgpu: cannot run true: ValueError: embedded null byte"), r.stderr
+    assert "Traceback" not in r.stderr

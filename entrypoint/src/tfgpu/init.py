@@ -10,14 +10,14 @@ status (128+N when a signal N killed it), like tini.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
-import sys
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from types import FrameType
-    from typing import List, Mapping, Optional
+    from typing import List, Mapping, NoReturn, Optional
 
 FORWARDED = (
     signal.SIGTERM,
@@ -35,15 +35,42 @@ def exit_code(status: int) -> int:
     return 128 - code if code < 0 else code  # killed by signal N → 128+N, as shells report it
 
 
-def exec_child(command: List[str], env: Mapping[str, str]) -> None:
-    """In the forked child: own the terminal (if any) so Ctrl-C reaches only the command,
-    then exec."""
+# What tcsetpgrp/setpgid say when stdin is a terminal that is not this session's controlling
+# one (`docker run -t` without -i, a pty handed down by a parent): nothing to take over, so go
+# on without a foreground group, as tini does.
+_NOT_OUR_TERMINAL = (errno.ENOTTY, errno.ENXIO, errno.EPERM)
+
+
+def _say(line: str) -> None:
+    """Straight to fd 2: in the forked child sys.stderr may hold the parent's unflushed
+    buffer, and os._exit does not flush it."""
+    with contextlib.suppress(Exception):
+        os.write(2, f"tfgpu: {line}\n".encode(errors="replace"))
+
+
+def _own_terminal() -> None:
+    """Become the terminal's foreground process group (if stdin is our controlling terminal),
+    so Ctrl-C reaches only the command."""
+    if not os.isatty(0):
+        return
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     try:
-        if os.isatty(0):
-            signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-            os.setpgid(0, 0)
-            os.tcsetpgrp(0, os.getpgrp())
-            signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+        os.setpgid(0, 0)
+        os.tcsetpgrp(0, os.getpgrp())
+    except OSError as e:
+        if e.errno not in _NOT_OUR_TERMINAL:
+            raise
+    finally:
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+
+
+def exec_child(command: List[str], env: Mapping[str, str]) -> NoReturn:
+    """In the forked child: own the terminal (if any), then exec. Never returns: whatever
+    fails ends this process with 126 (127: not found) and a message, so the child can never
+    go on running the parent's code."""
+    code = 126
+    try:
+        _own_terminal()
         for sig in FORWARDED:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(
@@ -51,8 +78,12 @@ def exec_child(command: List[str], env: Mapping[str, str]) -> None:
         )  # a pending signal now acts as default
         os.execvpe(command[0], command, env)
     except OSError as e:
-        sys.stderr.write(f"tfgpu: cannot run {command[0]}: {e.strerror}\n")
-        os._exit(127 if isinstance(e, FileNotFoundError) else 126)
+        code = 127 if isinstance(e, FileNotFoundError) else 126
+        _say(f"cannot run {command[0]}: {e.strerror or e}")
+    except BaseException as e:
+        _say(f"cannot run {command[0]}: {type(e).__name__}: {e}")
+    finally:
+        os._exit(code)
 
 
 def run_as_init(command: List[str], env: Mapping[str, str]) -> int:
@@ -69,7 +100,10 @@ def run_as_init(command: List[str], env: Mapping[str, str]) -> int:
         signal.signal(sig, forward)
     pid = os.fork()
     if pid == 0:
-        exec_child(command, env)
+        try:
+            exec_child(command, env)
+        finally:
+            os._exit(126)  # exec_child never returns; this is the belt to its braces
     child.append(pid)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     while True:
