@@ -70,16 +70,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _read_nvml(args: argparse.Namespace) -> dict[str, float] | None:
+    """nvml.gpu_memory(), its failure's hint naming only the flags still missing."""
+    try:
+        return nvml.gpu_memory()
+    except nvml.NvmlFailed as error:
+        missing = []
+        if args.gpu_memory is None:
+            missing.append("--gpu-memory SIZE")
+        if args.gpu_count is None:
+            missing.append("--gpu-count N")
+        error.hint = f"pass {' and '.join(missing)} so that plan does not read NVML"
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     overhead = options.size_mib("--context-overhead", args.context_overhead, "500MiB")
-    found = nvml.gpu_memory()
+    # NVML only for what the flags leave open: with both given, a broken driver cannot matter
+    found = _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else None
     if args.gpu_memory is not None:
         memory = budget.GpuMemory(options.size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
     elif found:
         memory = budget.GpuMemory(max(found.values()), found)
     else:
+        reason = nvml.unavailable_reason() if found is None else "NVML reports no GPU"
         raise UsageError(
-            "--gpu-memory is needed: no NVIDIA driver (NVML) here to read the GPUs' memory",
+            "--gpu-memory is needed: no NVIDIA driver (NVML) here to read the GPUs' memory"
+            + (f" ({reason})" if reason else ""),
             hint="give the memory of each GPU, e.g. --gpu-memory 16GiB",
         )
     if args.gpu_count is not None:

@@ -1,0 +1,177 @@
+"""`build.py plan` reading GPU memory through NVML, with a fake `pynvml` module (no driver here):
+no driver, a failure after nvmlInit, and two GPUs of different sizes."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.scale.helpers import plan_json, write
+from tfgpu_kit import cli
+from tfgpu_kit.errors import EXIT_USAGE
+
+GIB = 1 << 30
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+class FakeNvml(types.ModuleType):
+    """The calls plan makes, with GPUs of the given sizes; `fail` = (call, GPU index) raises."""
+
+    def __init__(
+        self,
+        gpus: list[int],
+        *,
+        init_error: str | None = None,
+        fail: tuple[str, int | None] | None = None,
+    ) -> None:
+        super().__init__("pynvml")
+        self.NVMLError = FakeNVMLError
+        self.gpus = gpus
+        self.init_error = init_error
+        self.fail = fail
+        self.calls: list[str] = []
+
+    def _call(self, name: str, index: int | None = None) -> None:
+        self.calls.append(name)
+        if self.fail == (name, index):
+            raise FakeNVMLError("Unknown Error")
+
+    def nvmlInit(self) -> None:
+        self.calls.append("nvmlInit")
+        if self.init_error:
+            raise FakeNVMLError(self.init_error)
+
+    def nvmlShutdown(self) -> None:
+        self.calls.append("nvmlShutdown")
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._call("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        self._call("nvmlDeviceGetHandleByIndex", index)
+        return index
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
+        self._call("nvmlDeviceGetMemoryInfo", handle)
+        return types.SimpleNamespace(total=self.gpus[handle], free=0, used=0)
+
+    def nvmlDeviceGetUUID(self, handle: int) -> bytes:
+        self._call("nvmlDeviceGetUUID", handle)
+        return f"GPU-0000000{handle}-fake".encode()
+
+
+def install(monkeypatch: pytest.MonkeyPatch, fake: FakeNvml) -> FakeNvml:
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    return fake
+
+
+def gpu_service(limit: str, *ids: str) -> dict[str, Any]:
+    device = {"driver": "nvidia", "capabilities": ["gpu"], "device_ids": list(ids)}
+    return {
+        "image": "tfgpu/tensorflow:2.21.0-gpu",
+        "environment": {"TF_GPU_MEM_LIMIT": limit},
+        "deploy": {"resources": {"reservations": {"devices": [device]}}},
+    }
+
+
+@pytest.fixture
+def compose(tmp_path: Path) -> str:
+    return write(
+        tmp_path,
+        "compose.yaml",
+        {
+            "services": {
+                "small": gpu_service("10GiB", "0"),
+                "large": gpu_service("30GiB", "1"),
+                "everywhere": {
+                    **gpu_service("2GiB"),
+                    "deploy": {
+                        "resources": {
+                            "reservations": {
+                                "devices": [
+                                    {"driver": "nvidia", "capabilities": ["gpu"], "count": "all"}
+                                ]
+                            }
+                        }
+                    },
+                },
+            }
+        },
+    )
+
+
+def test_init_failure_asks_for_the_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], compose: str
+) -> None:
+    fake = install(monkeypatch, FakeNvml([], init_error="Driver Not Loaded"))
+    assert cli.main(["plan", compose]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--gpu-memory is needed" in err and "nvmlInit: Driver Not Loaded" in err
+    assert "--gpu-memory 16GiB" in err and "Traceback" not in err
+    assert "nvmlDeviceGetCount" not in fake.calls
+
+
+@pytest.mark.parametrize(
+    ("fail", "what"),
+    [
+        (("nvmlDeviceGetMemoryInfo", 1), "reading GPU 1 failed (nvmlDeviceGetMemoryInfo: Unknown"),
+        (("nvmlDeviceGetUUID", 0), "reading GPU 0 failed (nvmlDeviceGetUUID: Unknown Error)"),
+        (("nvmlDeviceGetCount", None), "counting the GPUs failed (nvmlDeviceGetCount: Unknown"),
+    ],
+)
+def test_failure_after_init_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    compose: str,
+    fail: tuple[str, int | None],
+    what: str,
+) -> None:
+    fake = install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB], fail=fail))
+    assert cli.main(["plan", compose]) == EXIT_USAGE
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert f"cannot read the GPUs' memory through NVML: {what}" in err
+    assert "pass --gpu-memory SIZE and --gpu-count N so that plan does not read NVML" in err
+    assert fake.calls[-1] == "nvmlShutdown"  # NVML is released on the way out
+    # with --gpu-memory given, only the missing flag is named
+    assert cli.main(["plan", compose, "--gpu-memory", "40GiB"]) == EXIT_USAGE
+    err = " ".join(capsys.readouterr().err.split())
+    assert "hint: pass --gpu-count N so that plan does not read NVML" in err
+
+
+def test_both_flags_given_nvml_is_not_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], compose: str
+) -> None:
+    fake = install(monkeypatch, FakeNvml([16 * GIB], fail=("nvmlDeviceGetMemoryInfo", 0)))
+    code, report = plan_json(capsys, [compose], "--gpu-memory", "40GiB", "--gpu-count", "2")
+    assert code == 0, report["problems"]
+    assert fake.calls == []
+
+
+def test_two_gpus_of_different_sizes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], compose: str
+) -> None:
+    install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB]))
+    code, report = plan_json(capsys, [compose])
+    gpus = {g["gpu"]: g for g in report["gpus"]}
+    # each GPU is judged against its own size: 30 GiB fits on the 40 GiB GPU 1 only
+    assert gpus["0"]["memory_mib"] == pytest.approx(16384)
+    assert gpus["1"]["memory_mib"] == pytest.approx(40960)
+    assert code == 0, report["problems"]
+    # `count: all` is resolved from NVML's count: the 2 GiB service is on both GPUs
+    assert {"0", "1"} <= set(gpus)
+    assert any("everywhere" in e["who"] for e in gpus["1"]["entries"])
+    # swap the sizes: the 30 GiB cap no longer fits GPU 1
+    install(monkeypatch, FakeNvml([40 * GIB, 16 * GIB]))
+    code, report = plan_json(capsys, [compose])
+    assert code == 1
+    assert [(p["who"], p["severity"]) for p in report["problems"]] == [("large", "error")]
+    assert "16384 MiB" in report["problems"][0]["what"]
