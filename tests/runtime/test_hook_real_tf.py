@@ -181,3 +181,40 @@ def test_check_reports_bad_configuration_with_exit_78(wheel_venv: Venv) -> None:
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and doc["tensorflow"]["importable"] is True
     assert doc["problems"][0]["what"].startswith("TF_GPU_MEM_LIMIT='lots' is not valid")
+
+
+@pytest.mark.slow
+def test_check_with_gpu_required_reports_the_gpu_once(wheel_venv: Venv) -> None:
+    """No GPU here: one error about it, and TensorFlow itself reported as importable (not
+    'TensorFlow cannot be imported' because the hook refused the import)."""
+    import subprocess
+
+    r = subprocess.run(
+        [wheel_venv.tfgpu, "check", "--json"],
+        env=clean_env(TF_GPU_REQUIRED="true"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    errors = [p["what"] for p in doc["problems"] if p["severity"] == "error"]
+    assert len(errors) == 1 and "cannot be imported" not in errors[0], errors
+    assert doc["tensorflow"]["importable"] is True and doc["applied"]["ok"] is True
+
+
+@pytest.mark.slow
+def test_check_child_reports_an_unavailable_gpu_and_still_imports(wheel_venv: Venv) -> None:
+    """When only TensorFlow can tell (tensorflow-cpu is a CPU-only build), the child says so
+    and imports again without the requirement."""
+    from tfgpu._check_child import MARK
+
+    r = wheel_venv.run(
+        "import runpy; runpy.run_module('tfgpu._check_child', run_name='__main__')",
+        clean_env(TF_GPU_REQUIRED="true"),
+    )
+    assert r.returncode == 0, r.stderr
+    [line] = [x for x in r.stdout.splitlines() if x.startswith(MARK)]
+    doc = json.loads(line[len(MARK) :])
+    assert "CPU-only build" in doc["gpu_unavailable"]
+    assert doc["tensorflow"]["importable"] is True and doc["applied"]["ok"] is True

@@ -8,7 +8,10 @@ prefixed with MARK on stdout (TensorFlow may print other things).
 from __future__ import annotations
 
 import json
+import os
 import sys
+
+from tfgpu.errors import GpuUnavailableError
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -29,6 +32,7 @@ def main() -> int:
         },
         "build_info": {},
         "hook_active": False,
+        "gpu_unavailable": None,
         "applied": {
             "ok": False,
             "logical_gpus": [],
@@ -38,7 +42,16 @@ def main() -> int:
         },
     }
     try:
-        import tensorflow as tf
+        try:
+            import tensorflow as tf
+        except GpuUnavailableError as e:
+            # TF_GPU_REQUIRED=true and TensorFlow sees no usable GPU (the parent's preflight
+            # could not tell, e.g. without nvidia-ml-py). That is the answer about the GPU, not
+            # about TensorFlow: say so once, and import again without the requirement (a failed
+            # import is configured again) to report TensorFlow itself.
+            out["gpu_unavailable"] = e.reason
+            os.environ["TF_GPU_REQUIRED"] = "false"
+            import tensorflow as tf
     except BaseException as e:  # includes the hook's ConfigError: that is the answer
         out["tensorflow"]["error"] = f"{type(e).__name__}: {e}"
         out["applied"]["error"] = out["tensorflow"]["error"]

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from tfgpu.settings import Settings
 
 CHILD_TIMEOUT = 600
+NO_GPU_FIX = (
+    "start the container with --gpus all (and a GPU build of TensorFlow), or unset TF_GPU_REQUIRED"
+)
 PTH = "tfgpu-hook.pth"
 
 
@@ -74,6 +77,7 @@ def collect(
         )
 
     report = nvml.query()
+    gpu_unavailable = False
     if settings is not None and settings.enabled:
         from tfgpu.preflight import run_preflight
 
@@ -83,12 +87,9 @@ def collect(
             config_error = e
             problems.append(Problem(ERROR, str(e), f"fix {e.variable}"))
         except GpuUnavailableError as e:
+            gpu_unavailable = True
             problems += getattr(e, "problems", [])
-            problems.append(
-                Problem(
-                    ERROR, e.reason, "start the container with --gpus all, or unset TF_GPU_REQUIRED"
-                )
-            )
+            problems.append(Problem(ERROR, e.reason, NO_GPU_FIX))
     elif not report.found:
         problems.append(Problem(WARNING, f"no GPU: {report.error}"))
 
@@ -96,7 +97,13 @@ def collect(
     child_env = dict(environ)
     if config_error is not None:
         child_env["TF_GPU_CONFIG"] = "off"
+    if gpu_unavailable:
+        # The hook would refuse `import tensorflow` for the reason already reported; report
+        # that once, and TensorFlow itself (it is not broken).
+        child_env["TF_GPU_REQUIRED"] = "false"
     result = child if child is not None else run_child(child_env)
+    if result.get("gpu_unavailable") and not gpu_unavailable:
+        problems.append(Problem(ERROR, str(result["gpu_unavailable"]), NO_GPU_FIX))
     tf_json = result.get("tensorflow") or {
         "importable": False,
         "version": None,

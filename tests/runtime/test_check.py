@@ -1,0 +1,111 @@
+"""`tfgpu check` and `tfgpu show` in-process, with the TensorFlow child and NVML replaced.
+
+The child (`_check_child`, real TensorFlow) is replaced by a function that records the
+environment it would get and returns what a child reports; NVML by the pynvml stand-in.
+The real child runs in test_hook_real_tf.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tfgpu import check, nvml
+
+from tests.runtime.standins import standin_pynvml
+
+TF_OK: dict[str, Any] = {
+    "tensorflow": {
+        "importable": True,
+        "version": "2.21.0",
+        "is_cuda_build": True,
+        "cuda_version": "12.5.1",
+        "cudnn_version": "9",
+        "error": None,
+    },
+    "build_info": {"is_cuda_build": False},  # no library checks in these tests
+    "hook_active": True,
+    "gpu_unavailable": None,
+    "applied": {
+        "ok": True,
+        "logical_gpus": [],
+        "logical_cpus": ["/device:CPU:0"],
+        "memory": {},
+        "error": None,
+    },
+}
+
+
+def no_driver() -> nvml.NvmlReport:
+    report = nvml.NvmlReport()
+    report.driver_present, report.error = False, nvml.NO_DRIVER
+    return report
+
+
+@pytest.fixture
+def child_envs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
+    """Every environment check would start its TensorFlow child with."""
+    seen: list[dict[str, str]] = []
+
+    def fake_child(environ: dict[str, str]) -> dict[str, Any]:
+        seen.append(dict(environ))
+        if environ.get("TF_GPU_REQUIRED") == "true":  # what the hook would do in the child
+            return {
+                "tensorflow": {"importable": False, "error": "GpuUnavailableError: …"},
+                "crash": None,
+            }
+        return TF_OK
+
+    monkeypatch.setattr(check, "run_child", fake_child)
+    return seen
+
+
+def whats(doc: dict[str, Any], severity: str = "error") -> list[str]:
+    return [p["what"] for p in doc["problems"] if p["severity"] == severity]
+
+
+def test_required_without_gpu_is_reported_once_not_as_a_tensorflow_failure(
+    monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
+) -> None:
+    monkeypatch.setattr(nvml, "query", no_driver)
+    doc, code = check.collect({"TF_GPU_REQUIRED": "true"})
+    assert code == 1 and doc["ok"] is False
+    assert [e["TF_GPU_REQUIRED"] for e in child_envs] == ["false"]
+    assert whats(doc) == [nvml.NO_DRIVER]
+    assert doc["tensorflow"]["importable"] is True
+    assert not any("cannot be imported" in w for w in whats(doc))
+
+
+def test_required_with_a_driver_but_no_gpu(
+    monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
+) -> None:
+    report = nvml.query(standin_pynvml([]))
+    assert report.found and report.gpus == []
+    monkeypatch.setattr(nvml, "query", lambda: report)
+    doc, code = check.collect({"TF_GPU_REQUIRED": "true"})
+    assert code == 1 and child_envs[0]["TF_GPU_REQUIRED"] == "false"
+    assert whats(doc) == [
+        "the NVIDIA driver reports no GPU (was the container started with --gpus?)"
+    ]
+
+
+def test_unavailability_only_the_child_found_is_reported_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without nvidia-ml-py the preflight cannot tell; the hook in the child then refuses the
+    import, and the child imports again without the requirement to report TensorFlow."""
+    unknown = nvml.NvmlReport()
+    unknown.error = "nvidia-ml-py is not installed"
+    monkeypatch.setattr(nvml, "query", lambda: unknown)
+    child = dict(TF_OK, gpu_unavailable="TensorFlow sees no GPU (no driver, …)")
+    doc, code = check.collect({"TF_GPU_REQUIRED": "true"}, child=child)
+    assert code == 1 and whats(doc) == ["TensorFlow sees no GPU (no driver, …)"]
+
+
+def test_not_required_without_gpu_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
+) -> None:
+    monkeypatch.setattr(nvml, "query", no_driver)
+    doc, code = check.collect({})
+    assert code == 0 and doc["ok"] is True and whats(doc) == []
+    assert "TF_GPU_REQUIRED" not in child_envs[0]
