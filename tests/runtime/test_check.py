@@ -7,6 +7,7 @@ The real child runs in test_hook_real_tf.py.
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -109,3 +110,41 @@ def test_not_required_without_gpu_is_a_warning(
     doc, code = check.collect({})
     assert code == 0 and doc["ok"] is True and whats(doc) == []
     assert "TF_GPU_REQUIRED" not in child_envs[0]
+
+
+def test_plan_is_resolved_against_the_gpus_and_rendered(
+    monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
+) -> None:
+    report = nvml.query(
+        standin_pynvml([("NVIDIA A10", "GPU-aaaa", 24576), ("NVIDIA A10", "GPU-bbbb", 24576)])
+    )
+    monkeypatch.setattr(nvml, "query", lambda: report)
+    doc, code = check.collect(
+        {"TF_GPU_VIRTUAL_DEVICES": "6144,25%;50%", "TF_GPU_MEMORY_GROWTH": "yes"}
+    )
+    assert code == 0, doc["problems"]
+    assert doc["plan"] == {
+        "gpu_limits_mib": [[6144, 6144.0], [12288.0]],
+        "memory_growth": True,
+        "env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+        "cpu_devices": None,
+        "mixed_precision": None,
+        "warnings": [],
+    }
+    out = io.StringIO()
+    check.render(doc, out)
+    assert (
+        "plan: GPU 0: 2 logical GPUs of 6144, 6144 MiB; GPU 1: 1 logical GPU of 12288 MiB; "
+        "memory growth on (TF_FORCE_GPU_ALLOW_GROWTH=true)\n"
+    ) in out.getvalue()
+
+
+def test_no_plan_with_a_bad_configuration(
+    monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
+) -> None:
+    monkeypatch.setattr(nvml, "query", no_driver)
+    doc, code = check.collect({"TF_GPU_MEM_LIMIT": "lots"})
+    assert code == 78 and doc["plan"] is None
+    out = io.StringIO()
+    check.render(doc, out)
+    assert "plan:" not in out.getvalue()

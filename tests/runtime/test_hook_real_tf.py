@@ -136,7 +136,7 @@ def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
 
     r = subprocess.run(
         [wheel_venv.tfgpu, "check", "--json"],
-        env=clean_env(TF_CPU_VIRTUAL_DEVICES="2"),
+        env=clean_env(TF_CPU_VIRTUAL_DEVICES="2", TF_GPU_MEMORY_GROWTH="true"),
         capture_output=True,
         text=True,
         timeout=300,
@@ -153,6 +153,7 @@ def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
         "gpus",
         "hook",
         "settings",
+        "plan",
         "applied",
         "problems",
     }
@@ -164,6 +165,21 @@ def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
     assert doc["applied"]["logical_cpus"] == ["/device:CPU:0", "/device:CPU:1"]
     assert doc["settings"]["TF_CPU_VIRTUAL_DEVICES"] == {"value": "2", "source": "environment"}
     assert doc["driver"]["found"] is False and doc["problems"][0]["severity"] == "warning"
+    plan = doc["plan"]  # resolved as `tfgpu run` resolves it: no GPU here
+    assert plan["gpu_limits_mib"] == [] and plan["cpu_devices"] == 2
+    assert plan["memory_growth"] is True
+    assert plan["env"] == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    text = subprocess.run(
+        [wheel_venv.tfgpu, "check"],
+        env=clean_env(TF_CPU_VIRTUAL_DEVICES="2", TF_GPU_MEMORY_GROWTH="true"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert (
+        "plan: memory growth on (TF_FORCE_GPU_ALLOW_GROWTH=true); 2 logical CPUs\n" in text.stdout
+    )
 
 
 @pytest.mark.slow

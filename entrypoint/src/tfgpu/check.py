@@ -15,6 +15,7 @@ import sys
 
 from tfgpu import __version__, libs, nvml
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
+from tfgpu.plan import make_plan
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
 
@@ -22,6 +23,7 @@ TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, TextIO
 
+    from tfgpu.plan import Plan
     from tfgpu.settings import Settings
 
 CHILD_TIMEOUT = 600
@@ -78,16 +80,20 @@ def collect(
 
     report = nvml.query()
     gpu_unavailable = False
+    plan: Optional[Plan] = None  # resolved against the GPUs NVML reports, as `tfgpu run` does
     if settings is not None and settings.enabled:
         from tfgpu.preflight import run_preflight
 
         try:
-            problems += run_preflight(settings, environ, nvml_report=report).problems
+            preflight = run_preflight(settings, environ, nvml_report=report)
+            problems += preflight.problems
+            plan = preflight.plan
         except ConfigError as e:
             config_error = e
             problems.append(Problem(ERROR, str(e), f"fix {e.variable}"))
         except GpuUnavailableError as e:
             gpu_unavailable = True
+            plan = make_plan(settings, [])  # what the child still applies: no GPU
             problems += getattr(e, "problems", [])
             problems.append(Problem(ERROR, e.reason, NO_GPU_FIX))
     elif not report.found:
@@ -170,12 +176,38 @@ def collect(
             "active": bool(result.get("hook_active")),
         },
         "settings": {k: v.as_json() for k, v in settings.sources.items()} if settings else {},
+        "plan": plan.as_json() if plan is not None else None,
         "applied": {k: applied.get(k) for k in ("ok", "logical_gpus", "logical_cpus", "error")}
         | {"memory": applied.get("memory", {})},
         "problems": [p.as_json() for p in problems],
     }
     code = EXIT_OK if doc["ok"] else (EXIT_CONFIG if config_error is not None else EXIT_BROKEN)
     return doc, code
+
+
+def _mib(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:.1f}"
+
+
+def describe_plan_json(plan: Dict[str, Any]) -> str:
+    """One line from `Plan.as_json()`: per GPU its logical devices, growth, the CPU split."""
+    parts: List[str] = []
+    for i, limits in enumerate(plan["gpu_limits_mib"]):
+        if limits is not None:
+            n = len(limits)
+            sizes = ", ".join(_mib(m) for m in limits)
+            parts.append(f"GPU {i}: {n} logical GPU{'s' if n != 1 else ''} of {sizes} MiB")
+    if plan["memory_growth"] is not None:
+        native = plan["env"].get("TF_FORCE_GPU_ALLOW_GROWTH")
+        parts.append(
+            f"memory growth {'on' if plan['memory_growth'] else 'off'} "
+            f"(TF_FORCE_GPU_ALLOW_GROWTH={native})"
+        )
+    if plan["cpu_devices"] is not None:
+        parts.append(f"{plan['cpu_devices']} logical CPUs")
+    if plan["mixed_precision"] is not None:
+        parts.append(f"Keras policy {plan['mixed_precision']}")
+    return "; ".join(parts) if parts else "TensorFlow defaults"
 
 
 def render(doc: Dict[str, Any], out: TextIO) -> None:
@@ -214,6 +246,8 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
     w(f"hook: {'installed at ' + h['pth'] if h['installed'] else 'not installed'}; {fired}\n")
     for name, s in doc["settings"].items():
         w(f"  {name}={s['value']!r} ({s['source']})\n")
+    if doc.get("plan") is not None:
+        w(f"plan: {describe_plan_json(doc['plan'])}\n")
     a = doc["applied"]
     if a["ok"]:
         w(
