@@ -8,10 +8,11 @@ The real child runs in test_hook_real_tf.py.
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
-from tfgpu import check, nvml
+from tfgpu import check, nvml, show
 
 from tests.runtime.standins import standin_pynvml
 
@@ -148,3 +149,49 @@ def test_no_plan_with_a_bad_configuration(
     out = io.StringIO()
     check.render(doc, out)
     assert "plan:" not in out.getvalue()
+
+
+# --- tfgpu show ---------------------------------------------------------------------------
+
+
+def show_json(environ: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    out = io.StringIO()
+    code = show.show(as_json=True, environ=environ, out=out)
+    return code, json.loads(out.getvalue())
+
+
+def test_show_lists_the_metrics_port() -> None:
+    code, doc = show_json({"TF_GPU_METRICS_PORT": "9401"})
+    assert code == 0 and doc["warnings"] == []
+    assert doc["settings"]["TF_GPU_METRICS_PORT"] == {"value": "9401", "source": "environment"}
+    out = io.StringIO()
+    show.show(environ={}, out=out)
+    assert "TF_GPU_METRICS_PORT" in out.getvalue() and "(unset)" in out.getvalue()
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "http", "²", "9401.0"])
+def test_show_warns_about_a_bad_metrics_port_as_metrics_does(
+    value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad port is a warning where the hook starts the server (the program runs without
+    metrics), so `show` warns too and exits 0."""
+    from tfgpu import metrics
+
+    code, doc = show_json({"TF_GPU_METRICS_PORT": value})
+    assert code == 0 and doc["ok"] is True
+    [warning] = doc["warnings"]
+    assert warning.startswith(f"TF_GPU_METRICS_PORT={value!r} is not valid")
+    monkeypatch.setattr(metrics, "_state", {"attempted": False, "server": None, "port": None})
+    assert metrics.start_from_environment(None, {"TF_GPU_METRICS_PORT": value}) is False
+    assert f"TF_GPU_METRICS_PORT={value!r} is not valid" in capsys.readouterr().err
+    out = io.StringIO()
+    assert show.show(environ={"TF_GPU_METRICS_PORT": value}, out=out) == 0
+    assert f"warning: TF_GPU_METRICS_PORT={value!r} is not valid" in out.getvalue()
+
+
+def test_show_json_has_the_same_keys_on_error() -> None:
+    code, ok = show_json({})
+    bad_code, bad = show_json({"TF_GPU_MEM_LIMIT": "lots"})
+    assert (code, bad_code) == (0, 78)
+    assert set(bad) == set(ok) == {"ok", "enabled", "settings", "warnings", "error"}
+    assert bad["ok"] is False and bad["warnings"] == [] and "TF_GPU_MEM_LIMIT" in bad["error"]

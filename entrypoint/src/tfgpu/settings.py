@@ -36,6 +36,7 @@ KIT_VARIABLES = (
     "TF_GPU_REQUIRED",
     "TF_MIXED_PRECISION",
     "TF_GPU_QUIET",
+    "TF_GPU_METRICS_PORT",  # read by tfgpu.metrics (a bad value is its warning, not an error)
 )
 NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
@@ -382,6 +383,7 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
         s.mixed_precision = v.strip()
     v = get("TF_GPU_QUIET")
     s.quiet = parse_bool("TF_GPU_QUIET", v) if v is not None else False
+    get("TF_GPU_METRICS_PORT")  # only its source here; tfgpu.metrics validates it
     for name, default in (("TF_GPU_REQUIRED", "false"), ("TF_GPU_QUIET", "false")):
         s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
     return s

@@ -10,7 +10,9 @@ from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, is_disabled, parse_e
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Dict, Mapping, Optional, TextIO
+    from typing import Dict, List, Mapping, Optional, TextIO
+
+    from tfgpu.settings import Settings
 
 
 def show(
@@ -24,9 +26,8 @@ def show(
         if as_json:
             import json
 
-            out.write(
-                json.dumps({"ok": False, "enabled": True, "settings": {}, "error": str(e)}) + "\n"
-            )
+            doc = {"ok": False, "enabled": True, "settings": {}, "warnings": [], "error": str(e)}
+            out.write(json.dumps(doc) + "\n")
         sys.stderr.write(f"tfgpu: error: {e}\n")
         return e.exit_code
     table: Dict[str, Dict[str, str]] = {
@@ -34,10 +35,13 @@ def show(
         for name in KIT_VARIABLES + NATIVE_VARIABLES
         if name in settings.sources
     }
+    warnings = list(settings.warnings)
     if is_disabled(environ):
         table = {
             "TF_GPU_CONFIG": {"value": environ.get("TF_GPU_CONFIG", ""), "source": "environment"}
         }
+    else:
+        warnings += _metrics_port_warnings(settings)
     if as_json:
         import json
 
@@ -45,7 +49,7 @@ def show(
             "ok": True,
             "enabled": settings.enabled,
             "settings": table,
-            "warnings": settings.warnings,
+            "warnings": warnings,
             "error": None,
         }
         out.write(json.dumps(doc, indent=2) + "\n")
@@ -65,6 +69,21 @@ def show(
             note = f"; {entry['note']}" if entry.get("note") else ""
             out.write(f"{name:<{width}}  {entry['value']!r:<12} {entry['source']}{note}\n")
     out.write(f"\nasks for: {describe_plan(settings, make_plan(settings, []))}\n")
-    for w in settings.warnings:
+    for w in warnings:
         out.write(f"warning: {w}\n")
     return EXIT_OK
+
+
+def _metrics_port_warnings(settings: Settings) -> List[str]:
+    """TF_GPU_METRICS_PORT, checked as tfgpu.metrics checks it when the hook starts the server:
+    a bad value is a warning there (no metrics, the program runs), so it is one here too."""
+    from tfgpu import metrics
+
+    entry = settings.sources.get(metrics.VARIABLE)
+    if entry is None or metrics.parse_port(entry.value) is not None:
+        return []
+    return [
+        f"{metrics.VARIABLE}={entry.value!r} is not valid: accepted: a TCP port from 1 to 65535; "
+        f"example: {metrics.VARIABLE}={metrics.EXAMPLE_PORT}. No metrics will be served; the "
+        "program runs."
+    ]
