@@ -9,6 +9,10 @@ GET  /healthz  200 once the model has answered a warm-up prediction; the body sa
 GET  /memory   the same memory report alone.
 POST /predict  text:  {"text": "a great film"}          -> {"label": …, "probabilities": […]}
                image: {"pixels": 28×28 numbers in [0, 1]} -> {"label": …, "probabilities": […]}
+               Optional "batch": N (1…1024) predicts the input N times in one call, as a
+               client batching requests would (the answer is the first row's): a bigger
+               batch makes TensorFlow allocate bigger tensors, which the memory metrics
+               (TF_GPU_METRICS_PORT) show.
 
 The model weights are random (seeded): the point is a real TensorFlow workload whose
 memory the kit caps, not a useful classifier. The process is plain `python`: the kit's
@@ -32,6 +36,7 @@ TEXT_LEN, VOCAB = 32, 1000
 TEXT_LABELS = ["negative", "positive"]
 IMAGE_SIDE = 28
 IMAGE_LABELS = [str(d) for d in range(10)]
+MAX_BATCH = 1024
 
 
 def build_model(kind: str) -> Any:
@@ -129,10 +134,19 @@ class Model:
         else:
             pixels = body.get("pixels", [[0.0] * IMAGE_SIDE] * IMAGE_SIDE)
             x = np.asarray(pixels, dtype="float32").reshape(1, IMAGE_SIDE, IMAGE_SIDE, 1)
+        batch = body.get("batch", 1)
+        if type(batch) is not int or not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f'"batch" must be a whole number from 1 to {MAX_BATCH}')
+        x = np.repeat(x, batch, axis=0)
         with self.lock:
             probs = self.model(x, training=False).numpy()[0].tolist()
         best = max(range(len(probs)), key=probs.__getitem__)
-        return {"model": self.kind, "label": self.labels[best], "probabilities": probs}
+        return {
+            "model": self.kind,
+            "label": self.labels[best],
+            "probabilities": probs,
+            "batch": batch,
+        }
 
 
 def make_handler(model: Model) -> type[BaseHTTPRequestHandler]:

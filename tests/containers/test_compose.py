@@ -13,13 +13,17 @@ import json
 import os
 import shutil
 import subprocess
+import urllib.error
 import urllib.request
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
 
 from tests.containers.conftest import ROOT
@@ -29,6 +33,10 @@ pytestmark = pytest.mark.docker
 COMPOSE_FILE = ROOT / "compose.yaml"
 MODELS = {"text-model": (8501, "6144"), "image-model": (8502, "8192")}
 METRICS_PORT = 9401
+CPU = "/device:CPU:0"
+# A batch of 1 allocates too little to move TensorFlow's CPU memory stats (measured:
+# peak stays 0); 256 rows make the text model's embedding output alone 512 KiB.
+BATCH, CALLS = 256, 3
 
 
 def cpu_only(compose: dict[str, Any], *, project_dir: Path) -> dict[str, Any]:
@@ -207,11 +215,73 @@ def test_model_service_reports_its_cap_and_growth(stack: dict[str, str], service
     assert memory["applied"]["note"].startswith("not applied: no GPU")
 
 
+def test_model_service_refuses_a_bad_batch(stack: dict[str, str]) -> None:
+    for batch in (0, 1025, 2.0, "8", True):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(f"{stack['text-model']}/predict", {"text": "a film", "batch": batch})
+        assert refused.value.code == 400
+        assert "batch" in json.loads(refused.value.read())["error"]
+
+
+def _scrape(url: str) -> dict[str, list[Sample]]:
+    """GET /metrics, parsed as Prometheus text: sample name -> its samples."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=15) as response:
+        assert response.status == 200
+        text = response.read().decode()
+    samples: dict[str, list[Sample]] = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[sample.name].append(sample)
+    return samples
+
+
+def _cpu_value(samples: dict[str, list[Sample]], name: str) -> float:
+    [value] = [s.value for s in samples[name] if s.labels.get("device") == CPU]
+    return value
+
+
 @pytest.mark.parametrize("service", list(MODELS))
-def test_model_service_serves_metrics(stack: dict[str, str], service: str) -> None:
-    with urllib.request.urlopen(f"{stack[f'{service}-metrics']}/metrics", timeout=15) as r:
-        text = r.read().decode()
-    assert "tfgpu_config" in text and "tfgpu_memory_growth_enabled" in text
+def test_model_service_metrics_follow_its_settings_and_allocations(
+    stack: dict[str, str], docker_compose_project_name: str, service: str
+) -> None:
+    """Issue 5: the metrics endpoint scraped over HTTP inside a container of the
+    harness, with values that change after the program allocates tensors."""
+    environment = yaml.safe_load(COMPOSE_FILE.read_text())["services"][service]["environment"]
+    before = _scrape(stack[f"{service}-metrics"])
+
+    # What this service's environment asked for, as the hook in its process read it.
+    [info] = before["tfgpu_config_info"]
+    assert info.labels["memory_limit"] == environment["TF_GPU_MEM_LIMIT"] == MODELS[service][1]
+    assert info.labels["memory_growth"] == environment["TF_GPU_MEMORY_GROWTH"] == "true"
+    assert [s.value for s in before["tfgpu_memory_growth_enabled"]] == [1.0]
+    # The model is loaded (the stack is healthy), so TensorFlow's runtime is up.
+    assert [s.value for s in before["tfgpu_tensorflow_initialized"]] == [1.0]
+
+    body: dict[str, Any] = {"text": "a great film"} if service == "text-model" else {}
+    for _ in range(CALLS):
+        assert _post(f"{stack[service]}/predict", {**body, "batch": BATCH})["batch"] == BATCH
+    after = _scrape(stack[f"{service}-metrics"])
+    peak_before = _cpu_value(before, "tfgpu_device_memory_peak_bytes")
+    peak_after = _cpu_value(after, "tfgpu_device_memory_peak_bytes")
+    assert peak_after > peak_before, (peak_before, peak_after)
+    # Still the same process and settings.
+    assert after["tfgpu_config_info"][0].labels == info.labels
+
+    logs = _container(docker_compose_project_name, service).logs().decode(errors="replace")
+    assert "tfgpu: warning: metrics:" not in logs, logs
+
+
+def _container(project: str, service: str) -> Any:
+    client = docker.from_env()
+    [container] = client.containers.list(
+        filters={
+            "label": [
+                f"com.docker.compose.project={project}",
+                f"com.docker.compose.service={service}",
+            ]
+        }
+    )
+    return container
 
 
 def test_jupyter_service_is_healthy_and_answers(stack: dict[str, str]) -> None:
