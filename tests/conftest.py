@@ -113,7 +113,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not in_ci() or exitstatus != 0:
         return
     # A CI run whose container tests were all deselected or skipped is not green.
-    if _outcomes["marker:docker"]["passed"] == 0:
+    if _outcomes.get("marker:docker", Counter())["passed"] == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print("\nCI=true but no test marked `docker` passed: the container tests did not run.")
     whole_suite = session.config.args_source == pytest.Config.ArgsSource.TESTPATHS
