@@ -65,3 +65,49 @@ def test_build_uses_local_base_and_tags(client: Any, tmp_path: Path) -> None:
     assert image.labels["io.tfgpu.x"] == "42"
     assert dockerbuild.repo_digest(image) is None  # local-only: base.digest stays "unknown"
     client.images.remove("tfgpu-test.local/ok:other")
+
+
+STANDIN = "tfgpu-standin.local/tensorflow/tensorflow:2.21.0-gpu"
+E2E_REGISTRY = "tfgpu-test.local/e2e"
+
+
+def test_build_command_end_to_end_on_the_standin(client: Any) -> None:
+    """`build.py build` as users run it: steps streamed to stderr, the final rows on stdout,
+    within the size budget. Uses the harness's stand-in base only if it is there (never pulled);
+    tags under its own registry name and removes them afterwards."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if dockerbuild.local_image(client, STANDIN) is None:
+        pytest.skip(f"{STANDIN} is not present locally (made by the harness's stand-in build)")
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "build.py", "build", "2.21.0-gpu",
+               "--base-registry", "tfgpu-standin.local", "--registry", E2E_REGISTRY]  # fmt: skip
+    env = {**os.environ, "NO_COLOR": "1"}
+    try:
+        result = subprocess.run([*command, "--json"], cwd=root, capture_output=True, text=True,
+                                env=env, timeout=900)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "2.21.0-gpu Step 1/" in result.stderr
+        assert "Traceback" not in result.stderr
+        rows = json.loads(result.stdout)
+        assert [row["image"] for row in rows] == ["2.21.0-gpu"]
+        row = rows[0]
+        assert row["tags"][0] == f"{E2E_REGISTRY}/tfgpu/tensorflow:2.21.0-gpu"
+        assert row["tags"][-1] == f"{E2E_REGISTRY}/tfgpu/tensorflow:2.21.0-gpu-py311-cu125"
+        assert row["added_mib"] is not None and 0 < row["added_mib"] <= 1
+        assert row["size_mib"] > 0 and row["seconds"] >= 0
+        assert client.images.get(row["tags"][0]).id == row["id"]
+        # the people's version: the same image in a table on stdout (the build cache makes it quick)
+        table = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env,
+                               timeout=900)  # fmt: skip
+        assert table.returncode == 0, table.stderr[-3000:]
+        assert "built" in table.stdout and "added to base" in table.stdout
+        assert f"{E2E_REGISTRY}/tfgpu/tensorflow:latest-gpu" in table.stdout
+    finally:
+        for image in client.images.list(name=f"{E2E_REGISTRY}/tfgpu/tensorflow"):
+            for ref in image.tags:
+                if ref.startswith(f"{E2E_REGISTRY}/"):
+                    client.images.remove(ref)

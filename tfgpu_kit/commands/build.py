@@ -175,6 +175,75 @@ class Built:
     seconds: float
 
 
+_MIB = 1024 * 1024
+TABLE_COLUMNS = ["image", "tags", "size", "added to base", "duration"]
+
+
+def _added_mib(b: Built) -> float | None:
+    return b.added / _MIB if b.added is not None else None
+
+
+def json_rows(results: list[Built]) -> list[dict[str, object]]:
+    """The final table as `--json` prints it: one object per built image."""
+    rows: list[dict[str, object]] = []
+    for b in results:
+        added = _added_mib(b)
+        rows.append(
+            {
+                "image": b.image.name,
+                "id": b.image_id,
+                "tags": b.tags,
+                "size_mib": round(b.size / _MIB, 1),
+                "added_mib": round(added, 2) if added is not None else None,
+                "seconds": round(b.seconds, 1),
+            }
+        )
+    return rows
+
+
+def table_rows(results: list[Built]) -> list[list[str]]:
+    """The final table's cells (TABLE_COLUMNS): tags one per line, sizes in MiB, `?` for the
+    size added when the base was not there to compare."""
+    rows = []
+    for b in results:
+        added = _added_mib(b)
+        rows.append(
+            [
+                b.image.name,
+                "\n".join(b.tags),
+                f"{b.size / _MIB:.1f} MiB",
+                f"{added:.2f} MiB" if added is not None else "?",
+                f"{b.seconds:.1f} s",
+            ]
+        )
+    return rows
+
+
+def over_budget(results: list[Built]) -> list[str]:
+    """Images whose layers add more to their base than the variant's max_added_mib."""
+    problems = []
+    for b in results:
+        budget = b.image.variant.max_added_mib
+        added = _added_mib(b)
+        if added is not None and added > budget:
+            problems.append(
+                f"{b.image.name} adds {added:.2f} MiB to its base (budget {budget:g} MiB)"
+            )
+    return problems
+
+
+def report(results: list[Built], *, as_json: bool) -> int:
+    """Print the final table (or JSON) on stdout, log each budget overrun; EXIT_FAILED if any."""
+    if as_json:
+        print_json(json_rows(results))
+    else:
+        table("built", TABLE_COLUMNS, table_rows(results))
+    problems = over_budget(results)
+    for problem in problems:
+        log.error("size budget exceeded: %s", problem)
+    return EXIT_FAILED if problems else 0
+
+
 def _build_one(
     spec: specs.Spec, client: Any, image: Image, ctx: Path, args: argparse.Namespace
 ) -> Built:
@@ -247,46 +316,7 @@ def run(args: argparse.Namespace) -> int:
         contexts = assemble_contexts(spec, images, root)
         results = [_build_one(spec, client, image, contexts[image.name], args) for image in images]
 
-    over_budget = []
-    rows = []
-    for b in results:
-        budget = b.image.variant.max_added_mib
-        added_mib = b.added / dockerbuild.MIB if b.added is not None else None
-        if added_mib is not None and added_mib > budget:
-            over_budget.append(
-                f"{b.image.name} adds {added_mib:.2f} MiB to its base (budget {budget:g} MiB)"
-            )
-        rows.append(
-            {
-                "image": b.image.name,
-                "id": b.image_id,
-                "tags": b.tags,
-                "size_mib": round(b.size / dockerbuild.MIB, 1),
-                "added_mib": round(added_mib, 2) if added_mib is not None else None,
-                "seconds": round(b.seconds, 1),
-            }
-        )
-    if args.json:
-        print_json(rows)
-    else:
-        table(
-            "built",
-            ["image", "tags", "size", "added to base", "duration"],
-            [
-                [
-                    b.image.name,
-                    "\n".join(b.tags),
-                    f"{b.size / dockerbuild.MIB:.1f} MiB",
-                    f"{b.added / dockerbuild.MIB:.2f} MiB" if b.added is not None else "?",
-                    f"{b.seconds:.1f} s",
-                ]
-                for b in results
-            ],
-        )
-    status = 0
-    for problem in over_budget:
-        log.error("size budget exceeded: %s", problem)
-        status = EXIT_FAILED
+    status = report(results, as_json=args.json)
     if args.verify:
         status = verify_images(spec, client, [b.tags[0] for b in results], as_json=False) or status
     return status

@@ -1,0 +1,146 @@
+"""What `build` prints, without an engine: the streamed `Step` lines (dockerbuild._follow on
+synthetic chunks) and the final table / --json rows / size budget (pure functions)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from tfgpu_kit import catalog, dockerbuild, spec
+from tfgpu_kit.commands import build
+from tfgpu_kit.errors import EXIT_FAILED, DockerError
+
+SPEC = spec.load()
+BY_NAME = {image.name: image for image in catalog.images(SPEC)}
+MIB = 1024 * 1024
+
+CHUNKS = [
+    {"stream": "Step 1/3 : FROM tfgpu-standin.local/tensorflow/tensorflow:2.21.0-gpu\n"},
+    {"stream": " ---> 1a2b3c\n"},
+    {"stream": "Step 2/3 : COPY wheels/ /tmp/tfgpu-wheels/\n\n"},
+    {"stream": " ---> Using cache\n"},
+    {"stream": "Step 3/3 : RUN tfgpu --help > /dev/null\n ---> Running in 9f\n"},
+    {"stream": "pip output line\n"},
+    {"aux": {"ID": "sha256:feedbeef"}},
+    {"stream": "Successfully built feedbeef\n"},
+]
+
+
+def test_follow_streams_each_step_to_stderr(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.dockerbuild"):
+        image_id = dockerbuild._follow(iter(CHUNKS), "2.21.0-gpu")
+    assert image_id == "sha256:feedbeef"
+    captured = capsys.readouterr()
+    assert captured.out == ""  # progress is never data
+    steps = [line for line in captured.err.splitlines() if line.strip()]
+    assert steps == [
+        "2.21.0-gpu Step 1/3 : FROM tfgpu-standin.local/tensorflow/tensorflow:2.21.0-gpu",
+        "2.21.0-gpu Step 2/3 : COPY wheels/ /tmp/tfgpu-wheels/",
+        "2.21.0-gpu Step 3/3 : RUN tfgpu --help > /dev/null",
+    ]
+    # every other line only at debug level (-v)
+    assert "2.21.0-gpu   pip output line" in caplog.messages
+
+
+def test_follow_failure_carries_the_failing_steps_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    chunks = [
+        *CHUNKS[:6],
+        {"stream": "ERROR: No matching distribution found for rich\n"},
+        {"errorDetail": {"message": "The command returned a non-zero code: 1"}},
+    ]
+    with pytest.raises(DockerError) as info:
+        dockerbuild._follow(iter(chunks), "2.21.0-gpu")
+    message = str(info.value)
+    assert "building 2.21.0-gpu failed at Step 3/3 : RUN tfgpu --help" in message
+    assert "    pip output line\n    ERROR: No matching distribution found for rich" in message
+    assert "Step 1/3" not in message.split("\n", 1)[1]  # only the failing step's output
+    assert "error: The command returned a non-zero code: 1" in message
+    # the steps before the failure were streamed as they came
+    assert "2.21.0-gpu Step 3/3" in capsys.readouterr().err
+
+
+def test_follow_without_image_id() -> None:
+    with pytest.raises(DockerError, match="the engine reported no image id"):
+        dockerbuild._follow(iter(CHUNKS[:6]), "x")
+
+
+def built(name: str, *, size_mib: float, added_mib: float | None, seconds: float) -> build.Built:
+    image = BY_NAME[name]
+    return build.Built(
+        image=image,
+        image_id="sha256:" + "ab" * 32,
+        tags=image.tags(python="3.11"),
+        size=int(size_mib * MIB),
+        added=None if added_mib is None else int(added_mib * MIB),
+        seconds=seconds,
+    )
+
+
+RESULTS = [
+    built("2.21.0-gpu", size_mib=7000.04, added_mib=0.93, seconds=12.34),
+    built("2.21.0-gpu-jupyter", size_mib=7500, added_mib=None, seconds=3.0),
+]
+
+
+def test_table_rows() -> None:
+    assert build.TABLE_COLUMNS == ["image", "tags", "size", "added to base", "duration"]
+    assert build.table_rows(RESULTS) == [
+        [
+            "2.21.0-gpu",
+            "tfgpu/tensorflow:2.21.0-gpu\ntfgpu/tensorflow:2.21-gpu\n"
+            "tfgpu/tensorflow:latest-gpu\ntfgpu/tensorflow:2.21.0-gpu-py311-cu125",
+            "7000.0 MiB",
+            "0.93 MiB",
+            "12.3 s",
+        ],
+        [
+            "2.21.0-gpu-jupyter",
+            "tfgpu/tensorflow:2.21.0-gpu-jupyter\ntfgpu/tensorflow:2.21-gpu-jupyter\n"
+            "tfgpu/tensorflow:latest-gpu-jupyter\ntfgpu/tensorflow:2.21.0-gpu-jupyter-py311-cu125",
+            "7500.0 MiB",
+            "?",  # the base was not there to compare with
+            "3.0 s",
+        ],
+    ]
+
+
+def test_json_rows() -> None:
+    rows = build.json_rows(RESULTS)
+    assert rows[0] == {
+        "image": "2.21.0-gpu",
+        "id": "sha256:" + "ab" * 32,
+        "tags": RESULTS[0].tags,
+        "size_mib": 7000.0,
+        "added_mib": 0.93,
+        "seconds": 12.3,
+    }
+    assert rows[1]["added_mib"] is None
+    json.dumps(rows)  # serialisable as printed
+
+
+def test_report_prints_and_checks_the_size_budget(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # max_added_mib is 1 for both variants in images.yaml
+    assert build.over_budget(RESULTS) == []
+    assert build.report(RESULTS, as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "built" in out and "0.93 MiB" in out and "tfgpu/tensorflow:latest-gpu-jupyter" in out
+    heavy = [built("2.20.0-gpu", size_mib=7000, added_mib=1.5, seconds=1.0), *RESULTS]
+    assert build.over_budget(heavy) == ["2.20.0-gpu adds 1.50 MiB to its base (budget 1 MiB)"]
+    assert build.report(heavy, as_json=True) == EXIT_FAILED
+    captured = capsys.readouterr()
+    assert [r["image"] for r in json.loads(captured.out)] == [
+        "2.20.0-gpu",
+        "2.21.0-gpu",
+        "2.21.0-gpu-jupyter",
+    ]
+    assert "size budget exceeded: 2.20.0-gpu adds 1.50 MiB to its base (budget 1 MiB)" in (
+        caplog.messages
+    )
