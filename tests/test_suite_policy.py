@@ -100,6 +100,7 @@ def test_ci_fails_a_run_in_which_no_docker_test_passed(
     result.stdout.fnmatch_lines(
         ["CI=true but no test marked `docker` passed: the container tests did not run."]
     )
+    assert "marker:docker" not in result.stdout.str()  # no empty summary line for it
 
 
 def test_ci_fails_a_whole_suite_run_with_a_directory_collected_from_nothing(
