@@ -7,6 +7,8 @@ path cannot run here; logical CPUs are the GPU-free proof that the hook configur
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -132,8 +134,6 @@ def test_mixed_precision_applies_both_import_orders(wheel_venv: Venv) -> None:
 
 @pytest.mark.slow
 def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
-    import subprocess
-
     r = subprocess.run(
         [wheel_venv.tfgpu, "check", "--json"],
         env=clean_env(TF_CPU_VIRTUAL_DEVICES="2", TF_GPU_MEMORY_GROWTH="true"),
@@ -184,8 +184,6 @@ def test_check_json_with_real_tensorflow(wheel_venv: Venv) -> None:
 
 @pytest.mark.slow
 def test_check_reports_bad_configuration_with_exit_78(wheel_venv: Venv) -> None:
-    import subprocess
-
     r = subprocess.run(
         [wheel_venv.tfgpu, "check", "--json"],
         env=clean_env(TF_GPU_MEM_LIMIT="lots"),
@@ -203,8 +201,6 @@ def test_check_reports_bad_configuration_with_exit_78(wheel_venv: Venv) -> None:
 def test_check_with_gpu_required_reports_the_gpu_once(wheel_venv: Venv) -> None:
     """No GPU here: one error about it, and TensorFlow itself reported as importable (not
     'TensorFlow cannot be imported' because the hook refused the import)."""
-    import subprocess
-
     r = subprocess.run(
         [wheel_venv.tfgpu, "check", "--json"],
         env=clean_env(TF_GPU_REQUIRED="true"),
@@ -234,3 +230,39 @@ def test_check_child_reports_an_unavailable_gpu_and_still_imports(wheel_venv: Ve
     doc = json.loads(line[len(MARK) :])
     assert "CPU-only build" in doc["gpu_unavailable"]
     assert doc["tensorflow"]["importable"] is True and doc["applied"]["ok"] is True
+
+
+SPAWN = """
+import multiprocessing, sys
+
+
+def child():
+    import tensorflow as tf
+
+    print(len(tf.config.list_logical_devices("CPU")), flush=True)
+
+
+if __name__ == "__main__":
+    worker = multiprocessing.get_context("spawn").Process(target=child)
+    worker.start()
+    worker.join()
+    assert "tensorflow" not in sys.modules  # the parent never imported it
+    sys.exit(worker.exitcode)
+"""
+
+
+@pytest.mark.slow
+def test_hook_fires_in_a_multiprocessing_spawn_child(wheel_venv: Venv, tmp_path: Path) -> None:
+    """A spawned worker is a fresh interpreter: the .pth hook runs there too and configures
+    the worker's own `import tensorflow` (the parent never imported TensorFlow)."""
+    script = tmp_path / "spawn_main.py"
+    script.write_text(SPAWN)
+    r = subprocess.run(
+        [wheel_venv.python, str(script)],
+        env=clean_env(TF_CPU_VIRTUAL_DEVICES="2"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "2"

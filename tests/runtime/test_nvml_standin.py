@@ -92,6 +92,29 @@ def test_preflight_required_and_no_device() -> None:
         )
 
 
+def test_required_with_a_driver_but_zero_gpus_exits_69_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The driver is there (NVML starts) but reports no device: `docker run` without --gpus
+    on a GPU host, or a device plugin that gave the pod none."""
+    environ = {"TF_GPU_REQUIRED": "true", "PATH": "/usr/bin:/bin"}
+    report = nvml.query(standin_pynvml([]))
+    assert report.found and report.driver_present is True and report.gpus == []
+    reason = "the NVIDIA driver reports no GPU (was the container started with --gpus?)"
+    with pytest.raises(GpuUnavailableError) as info:
+        run_preflight(parse_environment(environ), environ, nvml_report=report)
+    assert info.value.reason == reason and info.value.exit_code == 69
+    # through `tfgpu run`: 69, the reason, and the command never starts
+    from tfgpu import run
+
+    monkeypatch.setattr(nvml, "query", lambda: report)
+    marker = tmp_path / "ran"
+    assert run.run(["touch", str(marker)], environ) == 69
+    err = capsys.readouterr().err
+    assert f"TF_GPU_REQUIRED=true, but no usable GPU: {reason}" in err
+    assert "nothing was started" in err and not marker.exists()
+
+
 def test_preflight_ok_with_gpu() -> None:
     environ = {"TF_GPU_MEM_LIMIT": "4096", **IMAGE}
     pf = run_preflight(

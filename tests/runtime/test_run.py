@@ -272,3 +272,34 @@ def test_a_child_failing_before_exec_exits_126_and_never_runs_the_parents_code()
     assert r.returncode == 126, r.stderr
     assert r.stderr.strip() == ("tfgpu: cannot run true: ValueError: embedded null byte"), r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"TF_GPU_MEMORY_GROWTH": "true", "TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true"},
+        {"TF_GPU_MEM_LIMIT": "4096", "TF_CPU_VIRTUAL_DEVICES": "2"},
+        {"TF_MIXED_PRECISION": "mixed_float16", "TF_GPU_METRICS_PORT": "9401"},
+    ],
+)
+def test_run_does_not_import_tensorflow(extra: dict[str, str]) -> None:
+    """The entrypoint starts every container: importing TensorFlow would cost seconds. The
+    interpreter lists every module it imports (-X importtime) until it execs the command;
+    TensorFlow and Keras are installed here, so a stray import would show."""
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tfgpu", "run", "--", "true"],
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 0, r.stderr
+    imported = [
+        line.rsplit("|", 1)[-1].strip()
+        for line in r.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    ]
+    assert "tfgpu.run" in imported  # the probe sees the entrypoint's own imports
+    heavy = [m for m in imported if m.split(".")[0] in ("tensorflow", "keras")]
+    assert heavy == []
