@@ -81,6 +81,14 @@ class StandinConfig:
             raise RuntimeError("Physical devices cannot be modified after being initialized")
         self.growth[dev] = enable
 
+    def get_logical_device_configuration(
+        self, dev: PhysicalDevice
+    ) -> list[LogicalDeviceConfiguration] | None:
+        """As TensorFlow: the list set for `dev`, None if none was; it initialises nothing."""
+        self._known(dev)
+        configs = self.logical.get(dev)
+        return list(configs) if configs is not None else None
+
     def get_memory_growth(self, dev: PhysicalDevice) -> bool | None:
         return self.growth.get(dev)
 

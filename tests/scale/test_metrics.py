@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tfgpu import metrics
+from tfgpu import metrics, nvml
+
+from tests.runtime.standins import LogicalDeviceConfiguration, standin_pynvml, standin_tf
 
 CHILD = Path(__file__).with_name("metrics_child.py")
 MIB = 1 << 20
@@ -222,3 +224,89 @@ def test_real_tensorflow_process_over_http() -> None:
     finally:
         code, err = child.close()
     assert code == 0, err
+
+
+# --- the GPU code paths, against the stand-ins of tf.config and pynvml (NOT a GPU) ------------
+
+
+def test_logical_gpu_limits_number_logical_gpus_across_cards() -> None:
+    """Caps come from the configuration TensorFlow holds; logical GPUs are numbered across the
+    physical GPUs in order, a card without a configuration counting as one (uncapped) GPU."""
+    tf = standin_tf(gpus=3)
+    g0, _g1, g2 = tf.config.list_physical_devices("GPU")
+    tf.config.set_logical_device_configuration(
+        g0, [LogicalDeviceConfiguration(memory_limit=1024), LogicalDeviceConfiguration(2048.5)]
+    )
+    tf.config.set_logical_device_configuration(g2, [LogicalDeviceConfiguration(4096)])
+    limits = metrics._logical_gpu_limits(tf)
+    assert limits == [
+        ("/device:GPU:0", 1024.0),
+        ("/device:GPU:1", 2048.5),
+        ("/device:GPU:3", 4096.0),
+    ]
+    assert tf.config.initialized is False  # reading the configuration initialises nothing
+    # the names are the ones TensorFlow gives the logical devices
+    names = [d.name for d in tf.config.list_logical_devices("GPU")]
+    assert names == [f"/device:GPU:{i}" for i in range(4)]
+    assert set(dict(limits)) <= set(names)
+
+
+def test_logical_gpu_limits_without_gpus_or_caps() -> None:
+    assert metrics._logical_gpu_limits(standin_tf(gpus=0)) == []
+    assert metrics._logical_gpu_limits(standin_tf(gpus=2)) == []
+
+
+def card_samples(
+    collector: metrics.TensorFlowCollector,
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return {
+        k: v for k, v in samples(generate_latest(registry).decode()).items() if "gpu_memory" in k[0]
+    }
+
+
+def test_cards_report_every_gpu_nvml_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = standin_pynvml([("NVIDIA A10", "GPU-aaaa", 24576), ("Tesla T4", "GPU-bbbb", 15360)])
+    real_query = nvml.query
+    monkeypatch.setattr(nvml, "query", lambda: real_query(fake))
+    found = card_samples(metrics.TensorFlowCollector({"pid": "1"}))
+    a10 = (("gpu", "0"), ("name", "NVIDIA A10"), ("uuid", "GPU-aaaa"))
+    t4 = (("gpu", "1"), ("name", "Tesla T4"), ("uuid", "GPU-bbbb"))
+    assert found == {
+        ("tfgpu_gpu_memory_total_bytes", a10): 24576 * MIB,
+        ("tfgpu_gpu_memory_total_bytes", t4): 15360 * MIB,
+        ("tfgpu_gpu_memory_used_bytes", a10): 300 * MIB,  # the stand-in's "used"
+        ("tfgpu_gpu_memory_used_bytes", t4): 300 * MIB,
+    }
+    assert fake.state["init"] == 0  # every scrape shuts NVML down again
+
+
+def test_cards_without_a_driver_stop_asking(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    missing, real_query = standin_pynvml([], missing=True), nvml.query
+
+    def query() -> nvml.NvmlReport:
+        calls.append(1)
+        return real_query(missing)
+
+    monkeypatch.setattr(nvml, "query", query)
+    collector = metrics.TensorFlowCollector({"pid": "1"})
+    assert card_samples(collector) == {} and card_samples(collector) == {}
+    assert len(calls) == 1  # a driver does not appear later: NVML is not asked again
+
+
+def test_cards_with_nvml_unknown_ask_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-ml-py missing or NVML failing is not 'no driver': no figures, but no giving up."""
+    calls: list[int] = []
+
+    def query() -> nvml.NvmlReport:
+        calls.append(1)
+        report = nvml.NvmlReport()
+        report.error = "NVML could not start: NVMLError_NoPermission"
+        return report
+
+    monkeypatch.setattr(nvml, "query", query)
+    collector = metrics.TensorFlowCollector({"pid": "1"})
+    assert card_samples(collector) == {} and card_samples(collector) == {}
+    assert len(calls) == 2
