@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
 
-from tests.containers.conftest import ROOT
+from tests.containers.conftest import ROOT, build_py
 
 pytestmark = pytest.mark.docker
 
@@ -91,6 +91,21 @@ def test_cpu_only_derivation_removes_only_the_gpu_reservations() -> None:
         assert "deploy" not in copy
         for key in ("image", "command", "environment", "healthcheck"):
             assert copy.get(key) == service.get(key), (name, key)
+
+
+def test_plan_fits_one_notebook_kernel_not_two(tmp_path: Path) -> None:
+    """compose.yaml's comment on the jupyter service: each kernel is its own
+    TensorFlow process with its own CUDA context, and the card holds only one."""
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert compose["services"]["jupyter"]["labels"] == {"io.tfgpu.processes": "1"}
+    fits = build_py("plan", str(COMPOSE_FILE), "--gpu-memory", "16GiB")
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    compose["services"]["jupyter"]["labels"]["io.tfgpu.processes"] = "2"
+    two_kernels = tmp_path / "compose.yaml"
+    two_kernels.write_text(yaml.safe_dump(compose))
+    over = build_py("plan", str(two_kernels), "--gpu-memory", "16GiB")
+    assert over.returncode == 1, over.stdout + over.stderr
+    assert "GPU 0 is over-committed" in over.stdout + over.stderr
 
 
 # --- pytest-docker fixtures (overriding the plugin's defaults) -----------------
