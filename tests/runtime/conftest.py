@@ -8,7 +8,10 @@ tensorflow-cpu from .venv and tfgpu (and its hook) from the wheel.
 
 from __future__ import annotations
 
+import functools
+import glob
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -36,6 +39,61 @@ def clean_env(**extra: str) -> dict[str, str]:
     env.update(QUIET_TF)
     env.update(extra)
     return env
+
+
+def _pyenv_roots() -> list[str]:
+    roots = [os.environ.get("PYENV_ROOT", ""), os.path.expanduser("~/.pyenv"), "/root/.pyenv"]
+    return list(dict.fromkeys(r for r in roots if r))
+
+
+def _patch_level(path: str) -> tuple[int, ...]:
+    """(3, 9, 18) from /root/.pyenv/versions/3.9.18/bin/python3.9: newest patch first."""
+    release = Path(path).parents[1].name.split("-")[0]
+    return tuple(int(x) for x in release.split(".") if x.isdecimal())
+
+
+@functools.cache
+def _find_python(version: str) -> str | None:
+    """The first interpreter that really is Python `version`: python3.X on PATH, then pyenv's.
+
+    Each candidate is run once: a pyenv shim on PATH exists but fails unless that version is
+    selected (`pyenv global`), so existing is not enough."""
+    candidates = [shutil.which(f"python{version}")]
+    for root in _pyenv_roots():
+        found = glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", f"python{version}"))
+        candidates += sorted(found, key=_patch_level, reverse=True)
+    for candidate in dict.fromkeys(c for c in candidates if c):
+        try:
+            r = subprocess.run(
+                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0 and r.stdout.strip() == version:
+            return candidate
+    return None
+
+
+def find_python(version: str) -> str:
+    """Python `version` for the tests that run the runtime on every supported Python.
+
+    Missing: in CI (CI=true) that is a broken machine, so the test fails and says how to
+    install it; elsewhere the test is skipped with the same reason."""
+    python = _find_python(version)
+    if python is not None:
+        return python
+    reason = (
+        f"Python {version} not found (no working python{version} on PATH, none under "
+        f"{' or '.join(r + '/versions/' for r in _pyenv_roots())}); install it with "
+        f"`pyenv install {version}` (CI machines have 3.8-3.13 under /root/.pyenv, see "
+        "docs/CONTRACTS.md)"
+    )
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

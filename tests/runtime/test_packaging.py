@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import glob
 import hashlib
 import importlib.util
 import io
@@ -28,7 +27,7 @@ from types import ModuleType
 import pytest
 import tomllib
 
-from tests.runtime.conftest import ROOT, SRC, clean_env
+from tests.runtime.conftest import ROOT, SRC, clean_env, find_python
 
 ENTRYPOINT = ROOT / "entrypoint"
 WHEEL_NAME = "tfgpu-0.1.0-py3-none-any.whl"
@@ -39,12 +38,6 @@ BUILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); import tfgpu_backend as b; "
     "print(b.build_wheel(sys.argv[2])); print(b.build_sdist(sys.argv[2]))"
 )
-
-
-def python(version: str) -> str:
-    found = sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python{version}"))
-    assert found, f"Python {version} is expected under /root/.pyenv (see docs/CONTRACTS.md)"
-    return found[-1]
 
 
 def load_backend(entrypoint: Path = ENTRYPOINT, name: str = "tfgpu_backend") -> ModuleType:
@@ -162,7 +155,7 @@ def test_wheel_and_sdist_are_reproducible_on_every_python(wheel: Path, tmp_path:
         out = tmp_path / version
         out.mkdir()
         r = subprocess.run(
-            [python(version), "-B", "-c", BUILD, str(ENTRYPOINT / "_build"), str(out)],
+            [find_python(version), "-B", "-c", BUILD, str(ENTRYPOINT / "_build"), str(out)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -273,7 +266,10 @@ def fresh_venv(
     """A new venv of that Python with its own pip; each test leaves it without tfgpu."""
     path = tmp_path_factory.mktemp(f"py{request.param}") / "v"
     subprocess.run(
-        [python(request.param), "-m", "venv", str(path)], env=offline_env(), check=True, timeout=120
+        [find_python(request.param), "-m", "venv", str(path)],
+        env=offline_env(),
+        check=True,
+        timeout=120,
     )
     return FreshVenv(path)
 

@@ -3,13 +3,12 @@ parser/planner and the CLI, imported from the source tree with each interpreter.
 
 from __future__ import annotations
 
-import glob
 import json
 import subprocess
 
 import pytest
 
-from tests.runtime.conftest import SRC, clean_env
+from tests.runtime.conftest import SRC, clean_env, find_python
 
 SCRIPT = r"""
 import json, sys
@@ -30,9 +29,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("version", ["3.9", "3.10", "3.12", "3.13"])
 def test_parser_and_cli_on_python(version: str) -> None:
-    found = sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python{version}"))
-    assert found, f"Python {version} is expected under /root/.pyenv (see docs/CONTRACTS.md)"
-    python = found[-1]
+    python = find_python(version)
     env = clean_env(PYTHONPATH=str(SRC))
     r = subprocess.run([python, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -49,3 +46,14 @@ def test_parser_and_cli_on_python(version: str) -> None:
             [python, "-m", "tfgpu", *args], env=env, capture_output=True, text=True, timeout=60
         )
         assert r.returncode == code, r.stderr
+
+
+def test_a_missing_python_fails_in_ci_and_is_skipped_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"Python 3\.99 not found.*pyenv install 3\.99"):
+        find_python("3.99")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match=r"Python 3\.99 not found"):
+        find_python("3.99")
