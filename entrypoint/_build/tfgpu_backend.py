@@ -6,7 +6,7 @@ offline install fails. pyproject.toml says `requires = []` and loads this file t
 `backend-path` (the way flit_core builds itself), so there is nothing to download.
 
 Where the metadata comes from: `tomllib` exists only from Python 3.11, the package installs on
-3.9 and 3.10 too, and a home-made TOML reader would be one more parser to get wrong. So PROJECT
+3.8 to 3.10 too, and a home-made TOML reader would be one more parser to get wrong. So PROJECT
 below is what the backend builds from, on every Python (the same wheel bytes whichever Python
 builds it), and pyproject.toml's `[project]` table states the same values for the tools that
 read PEP 621 metadata. The two are kept equal: on 3.11+ every build compares them and refuses to
@@ -44,7 +44,7 @@ PROJECT: Dict[str, Any] = {
         "Configure TensorFlow GPU memory from environment variables, inside the user's own process"
     ),
     "readme": "README.md",
-    "requires-python": ">=3.9",
+    "requires-python": ">=3.8",
     "license": "Apache-2.0",
     "dependencies": [],
     "classifiers": [

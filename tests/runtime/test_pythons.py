@@ -1,5 +1,6 @@
-"""The runtime runs on every Python of TensorFlow 2.12-2.21 images (3.9-3.13): the pure
-parser/planner and the CLI, imported from the source tree with each interpreter."""
+"""The runtime runs on every Python of TensorFlow 2.12-2.21 images (3.8-3.13; 2.12 and 2.13
+support 3.8, and images on Ubuntu 20.04 ship it): the pure parser/planner, the CLI and the
+PID-1 init, imported from the source tree with each interpreter."""
 
 from __future__ import annotations
 
@@ -27,7 +28,16 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("version", ["3.9", "3.10", "3.12", "3.13"])
+INIT = """
+import os, sys
+from tfgpu.init import run_as_init
+print(run_as_init(["sh", "-c", "exit 5"], dict(os.environ)),
+      run_as_init(["sh", "-c", "kill -TERM $$"], dict(os.environ)),
+      run_as_init(["no-such-command-tfgpu"], dict(os.environ)))
+"""
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9", "3.10", "3.12", "3.13"])
 def test_parser_and_cli_on_python(version: str) -> None:
     python = find_python(version)
     env = clean_env(PYTHONPATH=str(SRC))
@@ -46,6 +56,20 @@ def test_parser_and_cli_on_python(version: str) -> None:
             [python, "-m", "tfgpu", *args], env=env, capture_output=True, text=True, timeout=60
         )
         assert r.returncode == code, r.stderr
+    # check: TensorFlow is not installed for this interpreter; the report must still come out
+    r = subprocess.run(
+        [python, "-m", "tfgpu", "check", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["tensorflow"]["importable"] is False
+    # the init's exit codes: the command's own, 128+N for signal N, 127 not found
+    r = subprocess.run([python, "-c", INIT], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["5", "143", "127"]
 
 
 def test_a_missing_python_fails_in_ci_and_is_skipped_elsewhere(

@@ -177,8 +177,10 @@ def collect(
         },
         "settings": {k: v.as_json() for k, v in settings.sources.items()} if settings else {},
         "plan": plan.as_json() if plan is not None else None,
-        "applied": {k: applied.get(k) for k in ("ok", "logical_gpus", "logical_cpus", "error")}
-        | {"memory": applied.get("memory", {})},
+        "applied": {
+            **{k: applied.get(k) for k in ("ok", "logical_gpus", "logical_cpus", "error")},
+            "memory": applied.get("memory", {}),  # not `dict | dict`: Python 3.8 runs this too
+        },
         "problems": [p.as_json() for p in problems],
     }
     code = EXIT_OK if doc["ok"] else (EXIT_CONFIG if config_error is not None else EXIT_BROKEN)

@@ -31,8 +31,13 @@ FORWARDED = (
 
 
 def exit_code(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code  # killed by signal N → 128+N, as shells report it
+    """The exit code of a wait() status; killed by signal N → 128+N, as shells report it.
+    (os.waitstatus_to_exitcode exists only from Python 3.9; the 2.12/2.13 images run 3.8.)"""
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    raise ValueError(f"not the status of a process that ended: {status!r}")
 
 
 # What tcsetpgrp/setpgid say when stdin is a terminal that is not this session's controlling

@@ -1,7 +1,7 @@
 """Parse the environment contract into Settings. Pure: no I/O, no TensorFlow, stdlib only.
 
 This is the module the build side imports (`build.py plan` resolves caps exactly as the
-runtime does), and the one tests run under every Python from 3.9 to 3.13.
+runtime does), and the one tests run under every Python from 3.8 to 3.13.
 
 Grammar (documented in docs/runtime.md):
     amount   := NUMBER [unit] | NUMBER "%"       NUMBER = digits [ "." digits ]
