@@ -87,11 +87,12 @@ class Arch:
         return f"sm_{self.major}{self.minor}"
 
 
-_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d)(\d)$|^(\d+)\.(\d)$")
+_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d+)(\d)$|^(\d+)\.(\d)$")
 
 
 def parse_arch(text: str, *, flag: str = "--gpu-arch") -> Arch:
-    """`sm_90`, `sm90`, `90` or `9.0` (compute capability)."""
+    """`sm_90`, `sm90`, `90` or `9.0` (compute capability); two-digit majors too (`sm_100`,
+    `sm_120`: Blackwell), as in `parse_arch_code`."""
     match = _ARCH.match(text.strip().lower())
     if not match:
         raise UsageError(

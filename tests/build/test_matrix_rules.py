@@ -159,6 +159,20 @@ def test_arch_spellings(text: str) -> None:
     assert parse_arch(text) == Arch(9, 0)
 
 
+@pytest.mark.parametrize(
+    ("text", "arch"),
+    [
+        ("sm_100", Arch(10, 0)),
+        ("compute_120", Arch(12, 0)),
+        ("sm120", Arch(12, 0)),
+        ("10.0", Arch(10, 0)),
+    ],
+)
+def test_arch_spellings_with_two_digit_majors(text: str, arch: Arch) -> None:
+    # Blackwell: B200 is sm_100, RTX 50xx sm_120; the matrix's own codes parse the same way
+    assert parse_arch(text) == arch
+
+
 @pytest.mark.parametrize("text", ["", "h100", "sm_9", "9"])
 def test_bad_arch(text: str) -> None:
     with pytest.raises(UsageError):
