@@ -25,6 +25,8 @@ class Image:
     # this version's own extra packages (images.yaml versions[N].pip/.apt)
     version_pip: tuple[str, ...] = ()
     version_apt: tuple[str, ...] = ()
+    # the newest offered patch of its X.Y: only that one gets the `X.Y-variant` tag
+    newest_of_minor: bool = True
 
     @property
     def pip(self) -> list[str]:
@@ -66,7 +68,9 @@ class Image:
 
     def tags(self, *, registry: str | None = None, python: str | None = None) -> list[str]:
         """Full references, `[REGISTRY/]REPO:TAG`, in the order of CONTRACTS.md."""
-        names = [self.name, f"{self.short_version}-{self.variant_name}"]
+        names = [self.name]
+        if self.newest_of_minor:
+            names.append(f"{self.short_version}-{self.variant_name}")
         if self.newest:
             names.append(f"latest-{self.variant_name}")
         names.append(self.composite_tag(python))
@@ -78,7 +82,12 @@ def images(spec: Spec) -> list[Image]:
     """Every image, newest TensorFlow first, variants in spec order."""
     found: list[Image] = []
     newest = spec.default_version
+    newest_patch: dict[str, Version] = {}
     for offered in spec.images.versions:
+        v = Version.parse(offered.version)
+        newest_patch[v.major_minor] = max(v, newest_patch.get(v.major_minor, v))
+    for offered in spec.images.versions:
+        version = Version.parse(offered.version)
         for variant_name, variant in spec.images.variants.items():
             found.append(
                 Image(
@@ -93,6 +102,7 @@ def images(spec: Spec) -> list[Image]:
                     req=matrix.requirements(spec, offered.version),
                     version_pip=tuple(offered.pip),
                     version_apt=tuple(offered.apt),
+                    newest_of_minor=version == newest_patch[version.major_minor],
                 )
             )
     return found
