@@ -393,3 +393,26 @@ def test_unreadable_and_foreign_files(tmp_path: Path, capsys: pytest.CaptureFixt
     assert cli.main(["plan", other, "--gpu-memory", "16GiB"]) == 2
     err = capsys.readouterr().err
     assert "cannot read" in err and "not valid YAML" in err and "neither a compose file" in err
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"services": {"a": {"deploy": 5, "gpus": "all"}}},
+        {"services": {"a": {"deploy": {"resources": {"reservations": {"devices": 3}}}}}},
+        {"services": {"a": {"labels": 5, "gpus": "all"}}},
+        {"services": {"a": {"gpus": [{"device_ids": 0}]}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": [1]},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {"containers": [5]}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": [1]},
+    ],
+)
+def test_wrongly_shaped_files_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: object
+) -> None:
+    from tfgpu_kit import cli
+
+    path = write(tmp_path, "odd.yaml", doc)
+    assert cli.main(["plan", path, "--gpu-memory", "16GiB", "--gpu-count", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: not the structure of" in err and "Traceback" not in err

@@ -7,7 +7,8 @@ ConfigMaps are gathered from all manifests first, so a time-slicing config or an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,10 @@ def load(
     for path in paths:
         docs = _documents(path)
         if len(docs) == 1 and compose.is_compose(docs[0]):
-            found, notes = compose.read(
-                docs[0], source=path, host_gpus=host_gpus, profiles=profiles
-            )
+            with _shape(path, "a compose file"):
+                found, notes = compose.read(
+                    docs[0], source=path, host_gpus=host_gpus, profiles=profiles
+                )
             inputs.workloads += found
             inputs.notes += notes
             continue
@@ -54,15 +56,31 @@ def load(
                 "manifests (no document with 'apiVersion' and 'kind')",
                 hint="pass compose files (compose.yaml) or manifests (kubectl-style YAML)",
             )
-        kube.survey(objects, source=path, cluster=cluster)
+        with _shape(path, "Kubernetes manifests"):
+            kube.survey(objects, source=path, cluster=cluster)
         manifests.append((path, objects))
     for path, objects in manifests:
-        inputs.workloads += kube.read(objects, source=path, cluster=cluster)
+        with _shape(path, "Kubernetes manifests"):
+            inputs.workloads += kube.read(objects, source=path, cluster=cluster)
     inputs.notes += cluster.notes
     if len(paths) > 1:
         for workload in inputs.workloads:
             workload.who = f"{Path(workload.source).name}:{workload.who}"
     return inputs
+
+
+@contextmanager
+def _shape(path: str, what: str) -> Iterator[None]:
+    """The readers walk the YAML as mappings and lists: a scalar or list where a mapping belongs
+    (`deploy: 5`, `containers: [5]`) is the file's fault, so say so instead of a traceback."""
+    try:
+        yield
+    except (AttributeError, TypeError) as error:
+        raise UsageError(
+            f"{path}: not the structure of {what}: a value has the wrong type ({error})",
+            hint="check that mappings are mappings and lists are lists, e.g. "
+            "deploy: {replicas: 2} or containers: [{name: app, ...}]",
+        ) from None
 
 
 def _documents(path: str) -> list[Any]:
