@@ -45,6 +45,8 @@ def test_matrix_json_on_stdout_only() -> None:
         (["check", "--driver", ""], 2, "empty driver version"),
         (["check", "--driver", "535", "--tf", "3.0"], 2, "--tf 3.0: not in the matrix"),
         (["check", "--driver", "535.104.05", "--gpu-arch", "h100"], 2, "not a GPU architecture"),
+        # an empty value (an unset shell variable) is refused, not silently judged without arch
+        (["check", "--driver", "535.104.05", "--gpu-arch", ""], 2, "not a GPU architecture"),
         (["build", "--dry-run", "9.9.9"], 2, "matches no image"),
         (
             ["build", "--dry-run", "--driver", "470.82.01", "2.21.0-gpu"],

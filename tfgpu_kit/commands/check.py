@@ -84,7 +84,7 @@ def _alternatives(r: rules.Assessment) -> str:
 
 def run(args: argparse.Namespace) -> int:
     spec = specs.load()
-    arch = parse_arch(args.gpu_arch) if args.gpu_arch else None
+    arch = parse_arch(args.gpu_arch) if args.gpu_arch is not None else None
     versions = resolve_versions(spec, args.tf)
     if args.driver is not None:
         driver = parse_driver(args.driver)
