@@ -159,6 +159,8 @@ def test_plan_rejects_rendered_slices_that_do_not_fit(
         (["--name", "Bad_Name"], "--name 'Bad_Name' is not valid"),
         (["--replicas", "-1"], "--replicas '-1' is not valid"),
         (["--port", "70000"], "--port '70000' is not valid"),
+        # the hook's metrics server would bind it first and the model server could not listen
+        (["--port", "9401"], "--port 9401 and --metrics-port 9401 are the same port"),
         (["--memory", "8GB"], "--memory '8GB' is not a Kubernetes quantity"),
         (["--env", "NOEQUALS"], "--env 'NOEQUALS' is not valid"),
         (["--serve-cmd", "python 'unclosed"], "is not a command line"),

@@ -264,11 +264,19 @@ def run(args: argparse.Namespace) -> int:
     )
     outputs: list[tuple[str, str]] = []
     if args.kind in ("all", "deployment"):
+        port = _number("--port", args.port, "8501", high=65535)
+        if port == metrics:
+            # the hook binds the metrics port at `import tensorflow`, before the server listens
+            raise UsageError(
+                f"--port {port} and --metrics-port {metrics} are the same port: the metrics "
+                "server would take it and the model server could not listen; accepted: two "
+                "different ports, or --metrics-port 0; example: --port 8501 --metrics-port 9401"
+            )
         serve = k8s.Workload(
             f"{args.name}-serve",
             _command("--serve-cmd", args.serve_cmd),
             replicas=_number("--replicas", args.replicas, "2", low=0),
-            port=_number("--port", args.port, "8501", high=65535),
+            port=port,
             probe_path=args.health_path
             if args.health_path.startswith("/")
             else "/" + args.health_path,
