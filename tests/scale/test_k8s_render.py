@@ -178,3 +178,13 @@ def test_help_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:
             cli.main([command, "--help"])
         assert exit_info.value.code == 0
         assert "examples:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("slices", ["2", "4", "20", "64"])
+def test_time_slicing_without_cap_suggests_a_positive_cap(
+    capsys: pytest.CaptureFixture[str], slices: str
+) -> None:
+    # 100 // 64 - 5 used to suggest `--mem-limit -4%`, which the runtime refuses
+    assert cli.main(["k8s", "--image", "x/y:1", "--time-slicing", slices]) == 2
+    hint = capsys.readouterr().err.split("--mem-limit ")[-1]
+    assert int(hint.split("%")[0]) >= 1

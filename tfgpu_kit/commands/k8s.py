@@ -240,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--time-slicing shares each GPU between pods, so every pod needs a cap: "
             "pass --mem-limit",
-            hint=f"e.g. --mem-limit {100 // slices - 5}% (leaves room for each pod's CUDA context)",
+            hint=f"e.g. --mem-limit {max(1, 100 // slices - 5)}% (leaves room for each pod's CUDA"
+            " context)",
         )
     if args.image:
         image, uid = args.image, None
