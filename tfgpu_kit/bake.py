@@ -27,7 +27,8 @@ def bake_file(
     targets: dict[str, Any] = {}
     for image in images:
         args = dict(buildargs)
-        args["BASE_REGISTRY"] = base_registry or image.base_registry
+        # as `build` does: `mirror.local/` must not give FROM mirror.local//tensorflow/...
+        args["BASE_REGISTRY"] = (base_registry or image.base_registry).rstrip("/")
         targets[target_name(image)] = {
             "context": str(contexts / image.name),
             "dockerfile": "Dockerfile",

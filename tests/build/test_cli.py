@@ -150,3 +150,11 @@ def test_no_docker_engine_is_a_docker_error() -> None:
     assert result.returncode == 4
     assert "no Docker engine answers" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bake_base_registry_trailing_slash_like_build() -> None:
+    # `build` strips it; bake passed `mirror.local:5000/` on, giving FROM mirror.local:5000//…
+    result = run("bake", "2.21.0-gpu", "--base-registry", "mirror.local:5000/")
+    assert result.returncode == 0, result.stderr
+    target = json.loads(result.stdout)["target"]["2_21_0-gpu"]
+    assert target["args"]["BASE_REGISTRY"] == "mirror.local:5000"
