@@ -126,6 +126,7 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
                 f"TensorFlow cannot be imported: {tensorflow.get('error')}",
             )
         )
+        checks.append(_self_check(report))
         return checks
     version = tensorflow.get("version")
     checks.append(Check("tensorflow version", version == tf, f"{version}, expected {tf}"))
@@ -166,7 +167,39 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
             f"{hook.get('pth')} active" if hook_ok else f"hook not active: {json.dumps(hook)}",
         )
     )
+    checks.append(_applied(report))
+    checks.append(_self_check(report))
     return checks
+
+
+def _self_check(report: dict[str, Any]) -> Check:
+    """The runtime's own verdict: each `error` problem it reported, whether or not a check above
+    covers it. Warnings (no GPU here, a small /dev/shm) are expected without a GPU."""
+    problems = report.get("problems")
+    if not isinstance(problems, list):
+        return Check("runtime self-check", False, f"the report has no problems list: {problems!r}")
+    errors = [p for p in problems if isinstance(p, dict) and p.get("severity") == "error"]
+    if not errors:
+        return Check("runtime self-check", True, f"no errors ({len(problems)} warning(s))")
+    named = []
+    for problem in errors:
+        what, fix = problem.get("what", "?"), problem.get("fix")
+        named.append(f"{what} (fix: {fix})" if fix else str(what))
+    return Check("runtime self-check", False, "tfgpu check reports: " + "; ".join(named))
+
+
+def _applied(report: dict[str, Any]) -> Check:
+    """Whether the runtime could apply the image's settings in TensorFlow."""
+    applied = report.get("applied")
+    if not isinstance(applied, dict):
+        return Check("settings applied", False, f"the report has no applied section: {applied!r}")
+    if applied.get("ok") is True:
+        return Check("settings applied", True, "TensorFlow accepted the image's settings")
+    return Check(
+        "settings applied",
+        False,
+        f"applying the settings in TensorFlow failed: {applied.get('error')}",
+    )
 
 
 def failures(checks: list[Check]) -> list[Check]:

@@ -94,3 +94,51 @@ def test_parse_report_takes_the_json_line() -> None:
     report, error = verify.parse_report("some log line\n" + json.dumps(REPORT) + "\n")
     assert error is None and report is not None and report["tfgpu_version"] == "0.1.0"
     assert verify.parse_report("Traceback ...")[0] is None
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_runtime_error_problem_fails_the_self_check() -> None:
+    # every specific check passes; only the runtime's own verdict says the image is broken
+    report = json.loads((FIXTURES / "check-error.json").read_text())
+    problems = failed(observed(report))
+    assert problems == [
+        "runtime self-check: tfgpu check reports: TF_GPU_MEMORY_GROWTH='maybe' is not valid:"
+        " accepted: true or false (fix: fix TF_GPU_MEMORY_GROWTH)"
+    ]
+
+
+def test_each_error_problem_is_named_and_warnings_pass() -> None:
+    report = copy.deepcopy(REPORT)
+    report["problems"] = [
+        {"severity": "warning", "what": "no GPU: NVML library not found", "fix": ""},
+        {"severity": "warning", "what": "The SHMEM allocation limit is 64MB", "fix": "--shm-size"},
+    ]
+    assert failed(observed(report)) == []
+    report["problems"] += [
+        {"severity": "error", "what": "first broken thing", "fix": "do A"},
+        {"severity": "error", "what": "second broken thing", "fix": ""},
+    ]
+    (problem,) = failed(observed(report))
+    assert problem.startswith("runtime self-check: ")
+    assert "first broken thing (fix: do A)" in problem and "second broken thing" in problem
+    assert "SHMEM" not in problem and "no GPU" not in problem
+
+
+def test_settings_not_applied_fails() -> None:
+    report = copy.deepcopy(REPORT)
+    report["applied"].update(ok=False, error="Virtual devices cannot be modified after init")
+    assert failed(observed(report)) == [
+        "settings applied: applying the settings in TensorFlow failed:"
+        " Virtual devices cannot be modified after init"
+    ]
+
+
+def test_self_check_runs_when_tensorflow_cannot_be_imported() -> None:
+    report = copy.deepcopy(REPORT)
+    report["tensorflow"] = {"importable": False, "error": "No module named 'tensorflow'"}
+    report["problems"] = [
+        {"severity": "error", "what": "TF_GPU_MEM_LIMIT='x' is not valid", "fix": "fix it"}
+    ]
+    assert any("TF_GPU_MEM_LIMIT='x'" in p for p in failed(observed(report)))
