@@ -206,25 +206,25 @@ def failures(checks: list[Check]) -> list[Check]:
     return [c for c in checks if not c.ok]
 
 
-def parse_report(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object `tfgpu check --json` printed (the last line that parses), or an error."""
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
+def parse_report(stdout: str, image: str = "the image") -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object `tfgpu check --json` printed, or an error naming `image`.
+
+    The report is indented over many lines and may follow other output (a summary line, a
+    warning), so it is decoded from the first line that starts with `{` and decodes to an object;
+    anything after it is ignored."""
+    decoder = json.JSONDecoder()
+    offset = 0
+    for line in stdout.splitlines(keepends=True):
         if line.startswith("{"):
             try:
-                value = json.loads(line)
+                value, _ = decoder.raw_decode(stdout, offset)
             except json.JSONDecodeError:
-                continue
+                value = None
             if isinstance(value, dict):
                 return value, None
-    try:
-        value = json.loads(stdout)
-        if isinstance(value, dict):
-            return value, None
-    except json.JSONDecodeError:
-        pass
+        offset += len(line)
     excerpt = stdout.strip()[-300:] or "(no output)"
-    return None, f"no JSON object in its output: {excerpt}"
+    return None, f"no JSON object in the output of tfgpu check --json in {image}: {excerpt}"
 
 
 def collect(c: Any, ref: str) -> Observed:
@@ -261,7 +261,7 @@ def collect(c: Any, ref: str) -> Observed:
     finally:
         with contextlib.suppress(docker.errors.DockerException):
             container.remove(force=True)
-    report, error = parse_report(stdout)
+    report, error = parse_report(stdout, ref)
     if report is None:
         code = status.get("StatusCode") if isinstance(status, dict) else status
         tail = stderr_text.strip()[-300:]

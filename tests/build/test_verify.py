@@ -142,3 +142,29 @@ def test_self_check_runs_when_tensorflow_cannot_be_imported() -> None:
         {"severity": "error", "what": "TF_GPU_MEM_LIMIT='x' is not valid", "fix": "fix it"}
     ]
     assert any("TF_GPU_MEM_LIMIT='x'" in p for p in failed(observed(report)))
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "",
+        "tfgpu: 1 problem(s), see below\n",  # a summary line before the JSON
+        "warning: something\n{not json either\n",  # a line that looks like JSON but is not
+    ],
+)
+@pytest.mark.parametrize("indent", [None, 2])
+def test_parse_report_indented_after_noise(before: str, indent: int | None) -> None:
+    # `tfgpu check --json` prints `json.dumps(doc, indent=2)`: many lines, nested `{` lines
+    stdout = before + json.dumps(REPORT, indent=indent) + "\ntrailing line\n"
+    report, error = verify.parse_report(stdout)
+    assert error is None
+    assert report == REPORT
+
+
+def test_parse_report_names_the_image_when_nothing_parses() -> None:
+    stdout = "summary\n" + json.dumps(REPORT, indent=2)[:-40]  # cut short
+    report, error = verify.parse_report(stdout, "tfgpu/tensorflow:2.21.0-gpu")
+    assert report is None and error is not None
+    assert "no JSON object in the output of tfgpu check --json in tfgpu/tensorflow:2.21.0-gpu" in (
+        error
+    )
