@@ -64,18 +64,45 @@ def build_runtime_wheel(dest: Path, source: Path = RUNTIME_SOURCE) -> Path:
     return made[-1]
 
 
+# The bases are glibc Linux on x86_64 (Ubuntu 20.04, glibc 2.31, for 2.12/2.13; 22.04 after).
+# Without a platform pip picks wheels for the *host's* glibc, which may be too new for the base.
+# manylinux2014 (glibc 2.17, also spelt manylinux_2_17) runs on every base; pip adds the older
+# manylinux2010 and manylinux1 to it by itself.
+WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
+
+
+def target_args(python: str) -> list[str]:
+    """pip's flags selecting wheels for CPython `python` (X.Y) on the bases' platform."""
+    major, minor = python.split(".")[:2]
+    platforms = [arg for platform in WHEEL_PLATFORMS for arg in ("--platform", platform)]
+    return [
+        "--only-binary=:all:",
+        *platforms,
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{major}{minor}",
+        "--python-version",
+        python,
+    ]
+
+
 def download(packages: list[str], python: str, dest: Path) -> None:
     """Wheels of `packages` (and their dependencies) for the target Python, via the cache."""
     if not packages:
         return
     cache = cache_dir() / f"py{python}"
     cache.mkdir(parents=True, exist_ok=True)
-    target = ["--only-binary=:all:", "--python-version", python, "--dest", str(cache), "--quiet"]
+    target = target_args(python)
+    into_cache = [*target, "--dest", str(cache), "--quiet"]
     try:
-        _pip(["download", "--no-index", "--find-links", str(cache), *target, *packages], "offline")
+        _pip(
+            ["download", "--no-index", "--find-links", str(cache), *into_cache, *packages],
+            "offline",
+        )
     except ContextError:
         _pip(
-            ["download", *target, *packages],
+            ["download", *into_cache, *packages],
             f"downloading {', '.join(packages)} for Python {python}",
         )
     # Copy what the (now offline-satisfiable) resolution needs: resolve again into dest from the
@@ -86,7 +113,7 @@ def download(packages: list[str], python: str, dest: Path) -> None:
             "--no-index",
             "--find-links",
             str(cache),
-            *target[:3],
+            *target,
             "--dest",
             str(dest),
             "--quiet",
