@@ -188,3 +188,53 @@ def test_time_slicing_without_cap_suggests_a_positive_cap(
     assert cli.main(["k8s", "--image", "x/y:1", "--time-slicing", slices]) == 2
     hint = capsys.readouterr().err.split("--mem-limit ")[-1]
     assert int(hint.split("%")[0]) >= 1
+
+
+@pytest.fixture
+def spec_with_gid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """images/ with a user whose gid differs from its uid (1000:2345)."""
+    from tfgpu_kit import spec
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for name in ("matrix.yaml", "images.yaml"):
+        text = (spec.IMAGES_DIR / name).read_text(encoding="utf-8")
+        if name == "images.yaml":
+            assert "  uid: 1000\n  gid: 1000\n" in text
+            text = text.replace("  gid: 1000\n", "  gid: 2345\n")
+        (folder / name).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(spec, "IMAGES_DIR", folder)
+
+
+def _identity(docs: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    out = []
+    for doc in docs:
+        context = doc["spec"]["template"]["spec"]["securityContext"]
+        out.append((context["runAsUser"], context["runAsGroup"], context["fsGroup"]))
+    return out
+
+
+@pytest.mark.usefixtures("spec_with_gid")
+@pytest.mark.parametrize(
+    ("flags", "identity"),
+    [
+        ([], (1000, 2345, 2345)),  # the image's user and group from images.yaml
+        (["--gid", "3000"], (1000, 3000, 3000)),
+        (["--uid", "1234"], (1234, 1234, 1234)),  # --uid alone: its own group, as before
+        (["--uid", "1234", "--gid", "3000"], (1234, 3000, 3000)),
+    ],
+)
+def test_security_context_uses_the_image_users_gid(
+    capsys: pytest.CaptureFixture[str], flags: list[str], identity: tuple[int, int, int]
+) -> None:
+    assert cli.main(["k8s", "--mem-limit", "6GiB", *flags]) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    assert [d["kind"] for d in docs] == ["Deployment", "Job"]
+    assert _identity(docs) == [identity, identity]
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+
+
+def test_bad_gid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["k8s", "--image", "x/y:1", "--gid", "0"]) == 2
+    assert "--gid '0' is not valid" in capsys.readouterr().err

@@ -125,7 +125,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pod.add_argument("--cpu", default="1", help="CPU request (default 1)")
     pod.add_argument("--memory", default="8Gi", help="memory request and limit (default 8Gi)")
     pod.add_argument(
-        "--uid", metavar="UID", help="runAsUser/runAsGroup (default: the image's user)"
+        "--uid",
+        metavar="UID",
+        help="runAsUser, and runAsGroup/fsGroup unless --gid (default: the image's user)",
+    )
+    pod.add_argument(
+        "--gid",
+        metavar="GID",
+        help="runAsGroup/fsGroup (default: --uid if given, else the image's user's group)",
     )
 
 
@@ -191,14 +198,15 @@ def _environment(args: argparse.Namespace, metrics_port: int | None) -> list[tup
     return env
 
 
-def _default_image(registry: str | None) -> tuple[str, int | None]:
-    """The newest gpu image's first tag, and its user's uid, from the build side's spec."""
+def _default_image(registry: str | None) -> tuple[str, int | None, int | None]:
+    """The newest gpu image's first tag, and its user's uid and gid, from the build side's spec."""
     from tfgpu_kit import catalog, spec
 
     loaded = spec.load()
+    user = loaded.images.user
     for image in catalog.images(loaded):
         if image.newest and not image.jupyter:
-            return image.tags(registry=registry)[0], loaded.images.user.uid
+            return image.tags(registry=registry)[0], user.uid, user.gid
     raise UsageError("images/images.yaml offers no non-Jupyter image; pass --image REF")
 
 
@@ -243,15 +251,18 @@ def run(args: argparse.Namespace) -> int:
             hint=f"e.g. --mem-limit {max(1, 100 // slices - 5)}% (leaves room for each pod's CUDA"
             " context)",
         )
+    gid: int | None
     if args.image:
-        image, uid = args.image, None
+        image, uid, gid = args.image, None, None
     else:
         try:
-            image, uid = _default_image(args.registry)
+            image, uid, gid = _default_image(args.registry)
         except KitError as error:
             raise UsageError(f"cannot find the default image ({error}); pass --image REF") from None
     if args.uid is not None:
-        uid = _number("--uid", args.uid, "1000", high=2**31 - 1)
+        uid = gid = _number("--uid", args.uid, "1000", high=2**31 - 1)
+    if args.gid is not None:
+        gid = _number("--gid", args.gid, "1000", high=2**31 - 1)
     common = k8s.Common(
         image=image,
         env=_environment(args, metrics or None),
@@ -259,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         cpu=args.cpu,
         memory=args.memory,
         uid=uid or 1000,
-        gid=uid or 1000,
+        gid=gid or 1000,
         namespace=args.namespace,
         metrics_port=metrics or None,
     )
