@@ -68,6 +68,9 @@ def config_map(name: str, data: dict[str, str], namespace: str | None = None) ->
 
 SLICING = config_map("time-slicing", {"any": SLICING_CONFIG}, "gpu-operator")
 
+
+CAP3 = {"TF_GPU_MEM_LIMIT": "3GiB"}
+
 # (id, documents, flags, ok, expected error substrings, worst-case committed MiB of the pool)
 CASES: list[tuple[str, list[dict[str, Any]], list[str], bool, list[str], float | None]] = [
     (
@@ -252,6 +255,46 @@ CASES: list[tuple[str, list[dict[str, Any]], list[str], bool, list[str], float |
         False,
         ["which GPUs it uses is unknown", "device plugin does not account"],
         None,
+    ),
+    (
+        "negative replicas are reported, counted as 1",
+        [deployment("neg", container(CAP3), replicas=-2)],
+        ["--time-slicing", "4"],
+        False,
+        ["how many run at once is unknown: replicas '-2' is not a whole number ≥ 0; counted as 1"],
+        3072 + 500,
+    ),
+    (
+        "boolean replicas are not a count",
+        [deployment("yes", container(CAP3), replicas=True)],
+        ["--time-slicing", "4"],
+        False,
+        ["how many run at once is unknown: replicas 'true' is not a whole number ≥ 0"],
+        3072 + 500,
+    ),
+    (
+        "zero replicas run nothing",
+        [deployment("off", container({"TF_GPU_MEM_LIMIT": "20GiB"}), replicas=0)],
+        ["--time-slicing", "4"],
+        True,
+        [],
+        None,
+    ),
+    (
+        "negative Job parallelism is reported",
+        [job("train", container(CAP3), parallelism=-1)],
+        ["--time-slicing", "4"],
+        False,
+        ["how many run at once is unknown: parallelism '-1' is not a whole number ≥ 0"],
+        3072 + 500,
+    ),
+    (
+        "boolean Job completions are reported",
+        [job("train", container(CAP3), parallelism=3, completions=True)],
+        ["--time-slicing", "4"],
+        False,
+        ["how many run at once is unknown: completions 'true' is not a whole number ≥ 0"],
+        3 * (3072 + 500),
     ),
     (
         "pods without GPUs are ignored",

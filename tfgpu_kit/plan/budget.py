@@ -19,6 +19,8 @@ from tfgpu_kit.plan.envvars import CAP_VARIABLES
 from tfgpu_kit.plan.model import Placement, Problem, Workload
 
 SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
+# Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields)
+COUNTS = ("replicas", "parallelism", "completions", "io.tfgpu.processes")
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,7 @@ def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
                 )
             )
             ok = False
-        elif item.what in ("replicas", "parallelism", "io.tfgpu.processes"):
+        elif item.what in COUNTS:
             problems.append(
                 Problem(
                     "error",

@@ -158,22 +158,32 @@ def _pod_template(
         template = spec.get("template") or {}
         if kind == "DaemonSet":
             return template, 1, None
-        raw = spec.get("replicas", 1)
-        if isinstance(raw, int):
-            return template, raw, None
-        return template, 1, Unresolved("replicas", f"{raw!r} is not a number; counted as 1")
+        replicas, unresolved = _count("replicas", spec.get("replicas", 1))
+        return template, replicas, unresolved
     return None
+
+
+def _count(what: str, raw: object) -> tuple[int, Unresolved | None]:
+    """A pod count as Kubernetes takes it: a whole number ≥ 0 (YAML `true` is not one); else
+    1, and why the count is unknown."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw, None
+    text = envvars.scalar_text(raw)
+    return 1, Unresolved(what, f"{text!r} is not a whole number ≥ 0; counted as 1")
 
 
 def _job(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Unresolved | None]:
     """A Job runs min(parallelism, completions) pods at once (both default to 1)."""
-    parallelism = spec.get("parallelism", 1)
-    completions = spec.get("completions")
-    if not isinstance(parallelism, int):
-        return spec.get("template") or {}, 1, Unresolved("parallelism", f"{parallelism!r}")
-    if isinstance(completions, int):
+    template = spec.get("template") or {}
+    parallelism, unresolved = _count("parallelism", spec.get("parallelism", 1))
+    if unresolved is not None:
+        return template, parallelism, unresolved
+    if spec.get("completions") is not None:  # null: unset, as Kubernetes defaults it
+        completions, unresolved = _count("completions", spec["completions"])
+        if unresolved is not None:
+            return template, parallelism, unresolved
         parallelism = min(parallelism, completions)
-    return spec.get("template") or {}, parallelism, None
+    return template, parallelism, None
 
 
 def _container(
