@@ -69,6 +69,13 @@ def config_map(name: str, data: dict[str, str], namespace: str | None = None) ->
 SLICING = config_map("time-slicing", {"any": SLICING_CONFIG}, "gpu-operator")
 
 
+def annotated(doc: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    """`doc` with these annotations on its pod template."""
+    template = doc["spec"]["template"]
+    template.setdefault("metadata", {})["annotations"] = annotations
+    return doc
+
+
 CAP3 = {"TF_GPU_MEM_LIMIT": "3GiB"}
 
 # (id, documents, flags, ok, expected error substrings, worst-case committed MiB of the pool)
@@ -295,6 +302,22 @@ CASES: list[tuple[str, list[dict[str, Any]], list[str], bool, list[str], float |
         False,
         ["how many run at once is unknown: completions 'true' is not a whole number ≥ 0"],
         3 * (3072 + 500),
+    ),
+    (
+        "processes annotation counts CUDA contexts",
+        [annotated(deployment("w", container(CAP3), replicas=2), **{"tfgpu.io/processes": "2"})],
+        ["--time-slicing", "4"],
+        True,
+        [],
+        2 * 2 * (3072 + 500),
+    ),
+    (
+        "non-numeric processes annotation is reported, counted as 1",
+        [annotated(deployment("w", container(CAP3)), **{"tfgpu.io/processes": "four"})],
+        ["--time-slicing", "4"],
+        False,
+        ["how many run at once is unknown: tfgpu.io/processes 'four' is not a whole number"],
+        3072 + 500,
     ),
     (
         "pods without GPUs are ignored",

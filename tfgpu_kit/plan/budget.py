@@ -19,8 +19,9 @@ from tfgpu_kit.plan.envvars import CAP_VARIABLES
 from tfgpu_kit.plan.model import Placement, Problem, Workload
 
 SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
-# Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields)
-COUNTS = ("replicas", "parallelism", "completions", "io.tfgpu.processes")
+# Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields
+# and the tfgpu.io/processes annotation)
+COUNTS = ("replicas", "parallelism", "completions", "io.tfgpu.processes", "tfgpu.io/processes")
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,12 @@ def read(
             processes = envvars.scalar_text(annotations.get(PROCESSES_ANNOTATION, 1))
             if processes.isdigit():
                 workload.processes = int(processes)
+            else:
+                workload.unresolved.append(
+                    Unresolved(
+                        PROCESSES_ANNOTATION, f"{processes!r} is not a whole number; counted as 1"
+                    )
+                )
             workloads.append(workload)
     return workloads
 
