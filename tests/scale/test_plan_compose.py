@@ -303,6 +303,28 @@ CASES: list[tuple[str, dict[str, Any], list[str], bool, list[str], float | None]
         None,
     ),
     (
+        "a profile given as a string is one profile, not its letters",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+            "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles="dev"),
+        },
+        ["--profile", "dev"],
+        False,
+        ["over-committed"],
+        None,
+    ),
+    (
+        "a string profile is not selected by one of its letters",
+        {
+            "a": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0")),
+            "extra": service({"TF_GPU_MEM_LIMIT": 12288}, gpu("0"), profiles="dev"),
+        },
+        ["--profile", "d"],
+        True,
+        [],
+        12788,
+    ),
+    (
         "context overhead is a flag",
         {
             "a": service({"TF_GPU_MEM_LIMIT": 8000}, gpu("0")),
@@ -416,3 +438,13 @@ def test_wrongly_shaped_files_are_usage_errors(
     assert cli.main(["plan", path, "--gpu-memory", "16GiB", "--gpu-count", "2"]) == 2
     err = capsys.readouterr().err
     assert f"{path}: not the structure of" in err and "Traceback" not in err
+
+
+def test_string_profile_is_named_whole_in_the_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    services = {"extra": service({"TF_GPU_MEM_LIMIT": 1024}, gpu("0"), profiles="dev")}
+    path = write(tmp_path, "compose.yaml", {"services": services})
+    code, report = plan_json(capsys, [path], "--gpu-memory", "16GiB")
+    assert code == 0
+    assert any("only starts with profile(s) dev (pass --profile" in n for n in report["notes"])

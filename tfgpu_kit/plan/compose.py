@@ -36,6 +36,8 @@ def read(
         if not isinstance(service, Mapping):
             continue
         wanted = service.get("profiles") or []
+        if isinstance(wanted, str):  # `profiles: dev` is one profile, not three letters
+            wanted = [wanted]
         if wanted and not set(wanted) & set(profiles):
             notes.append(
                 f"{source}: service {name!r} skipped: only starts with profile(s) "
