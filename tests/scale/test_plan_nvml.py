@@ -175,3 +175,57 @@ def test_two_gpus_of_different_sizes(
     assert code == 1
     assert [(p["who"], p["severity"]) for p in report["problems"]] == [("large", "error")]
     assert "16384 MiB" in report["problems"][0]["what"]
+
+
+def _pod(limit: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "tf",
+                    "image": "tfgpu/tensorflow:2.21.0-gpu",
+                    "env": [{"name": "TF_GPU_MEM_LIMIT", "value": limit}],
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            ]
+        },
+    }
+
+
+def test_kubernetes_gpus_of_mixed_sizes_are_budgeted_on_the_smallest(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB]))
+    # the scheduler may give the pod the 16 GiB card: a 30 GiB cap does not fit there
+    pod = write(tmp_path, "pod.yaml", _pod("30GiB"))
+    code, report = plan_json(capsys, [pod])
+    assert code == 1
+    assert any("16384" in p["what"] for p in report["problems"] if p["severity"] == "error")
+    (note,) = [n for n in report["notes"] if "differ in memory" in n]
+    assert "16384 to 40960 MiB" in note and "Pod/train[tf]" in note
+    assert "budgeted on the smallest (16384 MiB)" in note
+    # a cap that fits the smallest card passes, on the smallest card, and says so in the table
+    write(tmp_path, "pod.yaml", _pod("10GiB"))
+    code, report = plan_json(capsys, [pod])
+    assert code == 0, report["problems"]
+    (gpu,) = report["gpus"]
+    assert gpu["memory_mib"] == pytest.approx(16384)
+    assert cli.main(["plan", pod]) == 0
+    assert "note: the GPUs differ in memory" in " ".join(capsys.readouterr().out.split())
+
+
+def test_no_note_when_every_gpu_is_known_or_alike(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    compose: str,
+) -> None:
+    install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB]))
+    code, report = plan_json(capsys, [compose])  # compose names its GPUs: each its own size
+    assert code == 0 and not any("differ in memory" in n for n in report["notes"])
+    install(monkeypatch, FakeNvml([16 * GIB, 16 * GIB]))
+    code, report = plan_json(capsys, [write(tmp_path, "pod.yaml", _pod("10GiB"))])
+    assert code == 0 and not any("differ in memory" in n for n in report["notes"])

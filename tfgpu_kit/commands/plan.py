@@ -9,6 +9,7 @@ import sys
 from tfgpu_kit import log
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.plan import budget, nvml, options, report, sources
+from tfgpu_kit.plan.model import Placement, Workload
 
 NAME = "plan"
 HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"
@@ -84,6 +85,29 @@ def _read_nvml(args: argparse.Namespace) -> dict[str, float] | None:
         raise
 
 
+def _mixed_sizes_note(memory: budget.GpuMemory, workloads: list[Workload]) -> str | None:
+    """Say so when NVML's GPUs differ in memory and some workload's GPU is not known."""
+    sizes = set(memory.known.values())
+    if len(sizes) < 2:
+        return None
+    unknown = [
+        w.who
+        for w in workloads
+        if w.replicas != 0
+        and (
+            w.gpus.placement in (Placement.EXCLUSIVE, Placement.TIME_SLICED)
+            or any(g not in memory.known for g in w.gpus.host_gpus)
+        )
+    ]
+    if not unknown:
+        return None
+    return (
+        f"the GPUs differ in memory ({min(sizes):.0f} to {max(sizes):.0f} MiB) and which one "
+        f"runs {', '.join(unknown)} is not known: budgeted on the smallest ({min(sizes):.0f} "
+        "MiB); pass --gpu-memory SIZE to budget on another size"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     overhead = options.size_mib("--context-overhead", args.context_overhead, "500MiB")
     # NVML only for what the flags leave open: with both given, a broken driver cannot matter
@@ -91,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu_memory is not None:
         memory = budget.GpuMemory(options.size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
     elif found:
-        memory = budget.GpuMemory(max(found.values()), found)
+        # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
+        memory = budget.GpuMemory(min(found.values()), found)
     else:
         reason = nvml.unavailable_reason() if found is None else "NVML reports no GPU"
         raise UsageError(
@@ -115,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
     inputs = sources.load(
         args.files, host_gpus=host_gpus, time_slicing=slices, profiles=args.profile
     )
+    note = _mixed_sizes_note(memory, inputs.workloads)
+    if note is not None:
+        inputs.notes.append(note)
     budgets, problems = budget.build(inputs.workloads, memory=memory, overhead_mib=overhead)
     if args.json:
         text = report.as_json(
