@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tfgpu_kit import matrix
+from tfgpu_kit.errors import UsageError
 from tfgpu_kit.spec import Spec, Variant
 from tfgpu_kit.versions import Version
 
@@ -76,6 +78,29 @@ class Image:
         names.append(self.composite_tag(python))
         repo = f"{registry.rstrip('/')}/{self.repository}" if registry else self.repository
         return [f"{repo}:{name}" for name in names]
+
+
+# Docker's reference grammar (distribution/reference), for what goes before `/REPO:TAG`: a host
+# (dot-separated components, an optional :port) or a first path component, then /path components.
+# Lowercase only: an image name with capitals is refused by the engine.
+_DOMAIN_COMPONENT = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+_REGISTRY_PREFIX = re.compile(rf"(?:{_HOST}|{_PATH_COMPONENT})(?:/{_PATH_COMPONENT})*")
+
+
+def check_registry(flag: str, value: str | None) -> None:
+    """UsageError unless `value` (None: not given) can prefix an image name: `R/REPO:TAG`. A
+    trailing `/` is tolerated: it is stripped where the prefix is used."""
+    if value is None:
+        return
+    if not _REGISTRY_PREFIX.fullmatch(value.rstrip("/")):
+        raise UsageError(
+            f"{flag} {value!r} is not a registry: accepted: a lowercase host of letters, digits, "
+            "'.' and '-', an optional :PORT, then optional /PATH components of letters and digits "
+            "separated by '.', '_', '__' or '-' (Docker's image reference grammar); "
+            f"example: {flag} registry.example.com:5000/team"
+        )
 
 
 def images(spec: Spec) -> list[Image]:

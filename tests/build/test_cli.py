@@ -53,6 +53,16 @@ def test_matrix_json_on_stdout_only() -> None:
             1,
             "refusing to build 2.21.0-gpu",
         ),
+        # tags and FROM lines are built from these: refused before anything is printed
+        (["build", "--dry-run", "--registry", "A B"], 2, "--registry 'A B' is not a registry"),
+        (["build", "--dry-run", "--registry", ""], 2, "--registry '' is not a registry"),
+        (
+            ["build", "--dry-run", "--base-registry", "Mirror.local:x"],
+            2,
+            "--base-registry 'Mirror.local:x' is not a registry: accepted: a lowercase host",
+        ),
+        (["bake", "--registry", "reg example"], 2, "example: --registry registry.example.com"),
+        (["bake", "--base-registry=mirror_.local"], 2, "--base-registry 'mirror_.local' is not a"),
         (["nosuchcommand"], 2, "invalid choice"),
         # a path that cannot be written: named, no traceback
         (["render", "--out", "/proc/tfgpu-no-such-dir/x"], 1, "error: /proc/tfgpu-no-such-dir"),

@@ -105,3 +105,52 @@ def test_short_tag_only_on_the_newest_patch_of_a_minor(tmp_path: Path) -> None:
         "tfgpu/tensorflow:2.15.0-gpu",
         "tfgpu/tensorflow:2.15.0-gpu-py311-cu122",
     ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "reg.example",
+        "registry.example.com:5000",
+        "localhost:5000/team/sub",
+        "mirror.local:5000/",  # the trailing slash is stripped where it is used
+        "tfgpu-standin.local",
+        "myorg",  # a Docker Hub namespace
+        "my_org/a__b/c-d/e.f",
+        "127.0.0.1:5000",
+    ],
+)
+def test_registry_prefix_accepted(value: str) -> None:
+    catalog.check_registry("--registry", value)
+    tag = BY_NAME["2.21.0-gpu"].tags(registry=value)[0]
+    assert tag == f"{value.rstrip('/')}/tfgpu/tensorflow:2.21.0-gpu"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "A B",
+        "Registry.example",  # the engine refuses capitals in an image name
+        "reg example",
+        "",
+        "/",
+        "reg.example:port",
+        "reg.example:5000:6000",
+        "-reg.example",
+        "reg-.example",
+        "reg..example",
+        "reg.example/team:tag",
+        "reg.example/Team",
+        "reg.example//team",
+        "reg.example/team_",
+        "https://reg.example",
+        "reg.example@sha256",
+    ],
+)
+def test_registry_prefix_refused(value: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        catalog.check_registry("--base-registry", value)
+    message = str(caught.value)
+    assert f"--base-registry {value!r} is not a registry" in message
+    assert "accepted: a lowercase host" in message
+    assert "example: --base-registry registry.example.com:5000/team" in message

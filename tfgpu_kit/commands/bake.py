@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    catalog.check_registry("--registry", args.registry)
+    catalog.check_registry("--base-registry", args.base_registry)
     spec = specs.load()
     images = selectors.select(catalog.images(spec), args.selectors)
     try:

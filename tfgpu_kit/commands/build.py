@@ -288,6 +288,8 @@ def _build_one(
 
 
 def run(args: argparse.Namespace) -> int:
+    catalog.check_registry("--registry", args.registry)
+    catalog.check_registry("--base-registry", args.base_registry)
     spec = specs.load()
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything.
