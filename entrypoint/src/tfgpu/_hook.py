@@ -18,6 +18,8 @@ comparison per import.
 import os
 import sys
 
+from tfgpu import is_disabled  # tfgpu/__init__ is already loaded: importing this package ran it
+
 TYPE_CHECKING = False  # not `from typing import …`: this runs at every interpreter start
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
@@ -36,10 +38,6 @@ def after_keras(fn: "Callable[[], None]") -> None:
     _after_keras.append(fn)
 
 
-def _disabled() -> bool:
-    return os.environ.get("TF_GPU_CONFIG", "").strip().lower() in ("off", "false", "0", "no")
-
-
 class _Loader:
     """Delegates to TensorFlow's own loader, then configures the fresh module."""
 
@@ -55,7 +53,8 @@ class _Loader:
             while _after_keras:
                 _after_keras.pop(0)()
             return
-        if state["applied"] or _disabled():  # once per process (reload, a second import path)
+        # once per process (reload, a second import path)
+        if state["applied"] or is_disabled(os.environ):
             return
         state["applied"] = True
         try:
@@ -107,7 +106,7 @@ class _Finder:
 
 
 def install() -> None:
-    if _disabled() or state["installed"]:
+    if is_disabled(os.environ) or state["installed"]:
         return
     state["installed"] = True
     sys.meta_path.insert(0, _Finder())

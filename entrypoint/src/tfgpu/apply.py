@@ -118,6 +118,6 @@ def configure_tensorflow(
 
 
 def _start_metrics(settings: Settings) -> None:
-    from tfgpu import metrics  # type: ignore[attr-defined,unused-ignore]  # owned by the scale side
+    from tfgpu import metrics
 
     metrics.start_from_environment(settings)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
+from tfgpu import is_disabled
 from tfgpu.errors import ConfigError, GpuUnavailableError
-from tfgpu.settings import is_disabled, parse_environment
+from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from tfgpu import is_disabled
 from tfgpu.errors import ConfigError
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
@@ -267,11 +268,6 @@ def parse_image_defaults(value: str) -> Dict[str, str]:
 
 
 # --- the whole environment -----------------------------------------------------------------
-
-
-def is_disabled(environ: Mapping[str, str]) -> bool:
-    """TF_GPU_CONFIG=off: the escape hatch; checked before anything else is parsed."""
-    return environ.get("TF_GPU_CONFIG", "").strip().lower() in ("off", "false", "0", "no")
 
 
 def parse_environment(environ: Mapping[str, str]) -> Settings:

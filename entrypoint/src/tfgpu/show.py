@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
+from tfgpu import is_disabled
 from tfgpu.errors import EXIT_OK, ConfigError
-from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, is_disabled, parse_environment
+from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
