@@ -15,10 +15,8 @@ from tfgpu_kit.errors import SpecError
 NAME = "bake"
 HELP = "emit a docker-bake.json for `docker buildx bake`"
 DESCRIPTION = """Emit a docker-bake.json (stdout, or --out FILE) with one target per image, the
-same tags
-and build arguments as `build`, and groups per variant. Each target's context must hold the
-Dockerfile
-and wheels/: --assemble writes them under --contexts."""
+same tags and build arguments as `build`, and groups per variant. Each target's context must hold
+the Dockerfile and wheels/: --assemble writes them under --contexts."""
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,9 @@ from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
 NAME = "check"
 HELP = "verdict per TensorFlow version for a driver (default: the local one, through NVML)"
 DESCRIPTION = """For each TensorFlow version: runs natively; runs by minor-version compatibility
-(and,
-with --gpu-arch, whether PTX-only coverage then fails to JIT); needs forward compatibility
-(data-centre
-GPUs only); or does not run, with the minimum driver and the newest TensorFlow that would.
-Exits 1 when any selected version cannot run."""
+(and, with --gpu-arch, whether PTX-only coverage then fails to JIT); needs forward compatibility
+(data-centre GPUs only); or does not run, with the minimum driver and the newest TensorFlow that
+would. Exits 1 when any selected version cannot run."""
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,7 @@ from tfgpu_kit.errors import EXIT_FAILED
 NAME = "render"
 HELP = "render the Dockerfiles from images/ and templates/"
 DESCRIPTION = """Render dockerfiles/<version>-<variant>/Dockerfile for every image. With --check,
-write
-nothing and exit 1 naming each committed file that is missing, stale or left over."""
+write nothing and exit 1 naming each committed file that is missing, stale or left over."""
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,9 @@ from tfgpu_kit.output import print_json, table
 NAME = "verify"
 HELP = "check what built images really hold against the matrix"
 DESCRIPTION = """Runs `tfgpu check --json` in a container of each image (no GPU, no network) and
-compares
-TensorFlow's version and CUDA/cuDNN build, the loadable CUDA libraries, the runtime hook, the
-labels and
-NVIDIA_REQUIRE_CUDA with images/matrix.yaml. Exits 1 naming each missing piece."""
+compares TensorFlow's version and CUDA/cuDNN build, the loadable CUDA libraries, the runtime
+hook, the labels and NVIDIA_REQUIRE_CUDA with images/matrix.yaml. Exits 1 naming each missing
+piece."""
 
 log = logging.getLogger(__name__)
 
