@@ -19,7 +19,7 @@ As PID 1 (a container without --init) tfgpu stays as a minimal init instead: it 
 forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGWINCH, reaps zombies and exits
 with the command's status. With no COMMAND it starts an interactive shell.
 Exit codes: the command's; 78 bad configuration; 69 TF_GPU_REQUIRED=true and no usable GPU;
-127 command not found."""
+126 command cannot be executed; 127 command not found."""
 
 
 def build_parser() -> argparse.ArgumentParser:
