@@ -31,6 +31,7 @@ NO_GPU_FIX = (
     "start the container with --gpus all (and a GPU build of TensorFlow), or unset TF_GPU_REQUIRED"
 )
 PTH = "tfgpu-hook.pth"
+NOT_ON_GPU = "this TensorFlow will not use the GPU here"
 
 
 def hook_pth() -> Optional[str]:
@@ -61,6 +62,41 @@ def run_child(environ: Mapping[str, str]) -> Dict[str, Any]:
             return dict(json.loads(line[len(MARK) :]))
     tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
     return {"crash": f"the TensorFlow child exited with {proc.returncode}: {tail}"}
+
+
+def check_libraries(
+    build_info: Mapping[str, object], tensorflow: Optional[str], environ: Mapping[str, str]
+) -> tuple[List[Dict[str, object]], List[Problem]]:
+    """The CUDA/cuDNN libraries the build needs, loaded where TensorFlow's dlopen finds them, and
+    an error for each one TensorFlow would not load or would refuse: then it will not use the GPU,
+    whatever else is right."""
+    from tfgpu.tfbuild import tensorflow_dir
+
+    dirs = libs.search_dirs(tensorflow_dir(), environ)
+    entries = [
+        libs.try_load(name, soname, dirs) for name, soname in libs.needed(build_info, tensorflow)
+    ]
+    fix = (
+        f"install the CUDA libraries of this build: `pip install 'tensorflow[and-cuda]=="
+        f"{tensorflow or 'X'}'` (NVIDIA's wheels of one CUDA release, loaded from site-packages/"
+        "nvidia), or use an image built by the tfgpu kit, which adds them where the base lacks them"
+    )
+    problems = []
+    for lib in entries:
+        if not lib["loaded"]:
+            reason = (
+                f"Could not load dynamic library '{lib['soname']}'; dlerror: {lib['error']}"
+                ' (TensorFlow then logs "Cannot dlopen some GPU libraries" and "Skipping'
+                ' registering GPU devices")'
+            )
+        else:
+            refused = libs.version_problem(lib, build_info, tensorflow)
+            if refused is None:
+                continue
+            reason = f"{refused} ({lib['path']})"
+            lib["error"] = refused
+        problems.append(Problem(ERROR, f"{NOT_ON_GPU}: {reason}", fix))
+    return entries, problems
 
 
 def collect(
@@ -148,18 +184,9 @@ def collect(
             )
         )
 
-    lib_json = [libs.try_load(n, s) for n, s in libs.needed(result.get("build_info") or tf_json)]
-    for lib in lib_json:
-        if not lib["loaded"]:
-            problems.append(
-                Problem(
-                    ERROR,
-                    f"{lib['soname']} cannot be loaded ({lib['error']})",
-                    f"install the {lib['name']} library of this TensorFlow build: "
-                    "`pip install 'tensorflow[and-cuda]'` (pip CUDA wheels), or use an image with "
-                    "CUDA/cuDNN",
-                )
-            )
+    build_info = result.get("build_info") or tf_json
+    lib_json, lib_problems = check_libraries(build_info, tf_json.get("version"), environ)
+    problems += lib_problems
 
     pth = hook_pth()
     doc: Dict[str, Any] = {
@@ -226,10 +253,13 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
     else:
         w(f"TensorFlow: not importable ({tf['error']})\n")
     for lib in doc["libraries"]:
-        w(
-            f"  {lib['soname']}: "
-            f"{'loaded from ' + str(lib['path']) if lib['loaded'] else 'MISSING'}\n"
-        )
+        if not lib["loaded"]:
+            state = "MISSING"
+        else:
+            version = f" (version {lib['version']})" if lib.get("version") else ""
+            refused = ": REFUSED by TensorFlow's version rule" if lib.get("error") else ""
+            state = f"loaded from {lib['path']}{version}{refused}"
+        w(f"  {lib['soname']}: {state}\n")
     d = doc["driver"]
     w(
         f"NVIDIA driver: {d['version']} (CUDA {d['cuda_version']})\n"
