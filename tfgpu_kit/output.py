@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tfgpu_kit import log
@@ -29,5 +30,6 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str
     for column in columns:
         t.add_column(column, overflow="fold")
     for row in rows:
-        t.add_row(*row)
+        # cells are data, not rich markup: `tensorflow[and-cuda]` must print as it is
+        t.add_row(*(escape(cell) for cell in row))
     _console().print(t)

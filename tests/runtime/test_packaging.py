@@ -19,13 +19,13 @@ import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 import zipfile
 from email.parser import BytesParser
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-import tomllib
 
 from tests.runtime.conftest import ROOT, SRC, clean_env, find_python
 
