@@ -23,10 +23,15 @@ def bake_file(
     registry: str | None,
     base_registry: str | None,
     buildargs: dict[str, str],
+    cuda_wheels_mib: dict[str, float] | None = None,
 ) -> dict[str, Any]:
+    """`cuda_wheels_mib`: per image name, the unpacked size of the NVIDIA wheels its assembled
+    context holds (its io.tfgpu.cuda.wheels-mib label); unknown without --assemble."""
     targets: dict[str, Any] = {}
     for image in images:
         args = dict(buildargs)
+        if image.name in (cuda_wheels_mib or {}):
+            args["TFGPU_CUDA_WHEELS_MIB"] = f"{(cuda_wheels_mib or {})[image.name]:.0f}"
         # as `build` does: `mirror.local/` must not give FROM mirror.local//tensorflow/...
         args["BASE_REGISTRY"] = (base_registry or image.base_registry).rstrip("/")
         targets[target_name(image)] = {

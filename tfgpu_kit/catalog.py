@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfgpu_kit import matrix
+from tfgpu_kit import cudagap, matrix
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.spec import Spec, Variant
+from tfgpu_kit.spec import CudaSource, Spec, Variant
 from tfgpu_kit.versions import Version
 
 
@@ -63,8 +63,15 @@ class Image:
         v = Version.parse(self.tensorflow)
         return f"{v.major}.{v.minor}"
 
+    @property
+    def gap(self) -> cudagap.Gap:
+        """Base against TensorFlow: where the CUDA libraries come from (images() sets it)."""
+        assert self.req.gap is not None  # every offered version has a base in bases.yaml
+        return self.req.gap
+
     def composite_tag(self, python: str | None = None) -> str:
-        """`2.21.0-gpu-py311-cu125` (AWS DLC style): Python and CUDA major+minor inside."""
+        """`2.21.0-gpu-py311-cu125` (AWS DLC style): Python and the CUDA major+minor of the
+        libraries TensorFlow loads in the image (the base's, or the wheels it adds)."""
         py = Version.parse(python or self.base_python)
         return f"{self.name}-py{py.major}{py.minor}-cu{self.req.cuda.major}{self.req.cuda.minor}"
 
@@ -103,14 +110,19 @@ def check_registry(flag: str, value: str | None) -> None:
         )
 
 
-def images(spec: Spec) -> list[Image]:
-    """Every image, newest TensorFlow first, variants in spec order."""
+def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
+    """Every image, newest TensorFlow first, variants in spec order; `cuda_source` (build.py
+    --cuda-source) overrides images.yaml's for every image."""
     found: list[Image] = []
     newest = spec.default_version
     newest_patch: dict[str, Version] = {}
     for offered in spec.images.versions:
         v = Version.parse(offered.version)
         newest_patch[v.major_minor] = max(v, newest_patch.get(v.major_minor, v))
+    reqs = {
+        offered.version: matrix.requirements(spec, offered.version, override=cuda_source)
+        for offered in spec.images.versions
+    }
     for offered in spec.images.versions:
         version = Version.parse(offered.version)
         for variant_name, variant in spec.images.variants.items():
@@ -121,10 +133,10 @@ def images(spec: Spec) -> list[Image]:
                     variant=variant,
                     base_registry=spec.images.base.registry,
                     base_repository=spec.images.base.repository,
-                    base_python=offered.base_python,
+                    base_python=spec.base_recipe(offered.version).python,
                     repository=spec.images.repository,
                     newest=offered.version == newest,
-                    req=matrix.requirements(spec, offered.version),
+                    req=reqs[offered.version],
                     version_pip=tuple(offered.pip),
                     version_apt=tuple(offered.apt),
                     newest_of_minor=version == newest_patch[version.major_minor],

@@ -17,7 +17,17 @@ from tfgpu_kit import log as kitlog
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_USAGE, KitError
 
 # Sub-commands, in --help order: module names under tfgpu_kit.commands.
-COMMANDS: tuple[str, ...] = ("matrix", "check", "render", "build", "verify", "bake", "plan", "k8s")
+COMMANDS: tuple[str, ...] = (
+    "matrix",
+    "check",
+    "render",
+    "build",
+    "verify",
+    "bake",
+    "lock",
+    "plan",
+    "k8s",
+)
 
 EPILOG = """exit codes: 0 ok; 1 negative verdict (cannot run, stale files, failed verify, over
 budget);

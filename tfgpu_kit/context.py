@@ -17,9 +17,11 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfgpu_kit import wheellock
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import KitError
 from tfgpu_kit.spec import ROOT
@@ -87,14 +89,12 @@ def target_args(python: str) -> list[str]:
     ]
 
 
-def download(packages: list[str], python: str, dest: Path) -> None:
-    """Wheels of `packages` (and their dependencies) for the target Python, via the cache."""
-    if not packages:
-        return
+def fetch(packages: list[str], python: str) -> Path:
+    """Fill the wheel cache with `packages` (and their dependencies) for the target Python:
+    offline from the cache when it has them, else from the index. Returns the cache directory."""
     cache = cache_dir() / f"py{python}"
     cache.mkdir(parents=True, exist_ok=True)
-    target = target_args(python)
-    into_cache = [*target, "--dest", str(cache), "--quiet"]
+    into_cache = [*target_args(python), "--dest", str(cache), "--quiet"]
     try:
         _pip(
             ["download", "--no-index", "--find-links", str(cache), *into_cache, *packages],
@@ -105,6 +105,14 @@ def download(packages: list[str], python: str, dest: Path) -> None:
             ["download", *into_cache, *packages],
             f"downloading {', '.join(packages)} for Python {python}",
         )
+    return cache
+
+
+def download(packages: list[str], python: str, dest: Path) -> None:
+    """Wheels of `packages` (and their dependencies) for the target Python, via the cache."""
+    if not packages:
+        return
+    cache = fetch(packages, python)
     # Copy what the (now offline-satisfiable) resolution needs: resolve again into dest from the
     # cache.
     _pip(
@@ -113,7 +121,7 @@ def download(packages: list[str], python: str, dest: Path) -> None:
             "--no-index",
             "--find-links",
             str(cache),
-            *target,
+            *target_args(python),
             "--dest",
             str(dest),
             "--quiet",
@@ -121,6 +129,20 @@ def download(packages: list[str], python: str, dest: Path) -> None:
         ],
         f"copying {', '.join(packages)} from the wheel cache",
     )
+
+
+def wheel_for(pin: str, directory: Path) -> Path:
+    """The wheel file of `name==version` in `directory` (ContextError when there is none)."""
+    name, _, version = pin.partition("==")
+    for wheel in sorted(directory.glob("*.whl")):
+        match = _WHEEL_NAME.match(wheel.name)
+        if (
+            match
+            and _normalized(match["name"]) == _normalized(name)
+            and match["version"] == version
+        ):
+            return wheel
+    raise ContextError(f"no wheel for {pin} in {directory}")
 
 
 def pins(wheels: Path) -> list[str]:
@@ -134,10 +156,26 @@ def pins(wheels: Path) -> list[str]:
     return lines
 
 
+def unpacked_bytes(wheel: Path) -> int:
+    """What a wheel's files take once installed (the sum of their sizes in the archive)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return sum(info.file_size for info in archive.infolist())
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 @dataclass(frozen=True)
 class Context:
     path: Path
     requirements: list[str]
+    # the NVIDIA CUDA wheels of the image (cudagap: its base lacks what TensorFlow needs), unpacked
+    cuda_wheels_bytes: int = 0
+
+    @property
+    def cuda_wheels_mib(self) -> float:
+        return self.cuda_wheels_bytes / 2**20
 
 
 def assemble(
@@ -147,8 +185,10 @@ def assemble(
     *,
     runtime_wheel: Path,
     runtime_extras: list[str],
+    lock: wheellock.Lock,
 ) -> Context:
-    """Write a complete build context for `image` into `dest` (created; emptied first)."""
+    """Write a complete build context for `image` into `dest` (created; emptied first); its NVIDIA
+    CUDA wheels are checked against `lock`."""
     if dest.exists():
         shutil.rmtree(dest)
     wheels = dest / "wheels"
@@ -156,7 +196,8 @@ def assemble(
     (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
     python = image.base_python
-    download([*runtime_extras, *image.pip], python, wheels)
+    cuda_wheels = list(image.gap.wheels)
+    download([*runtime_extras, *image.pip, *cuda_wheels], python, wheels)
     pip_dir = dest / "pip-download"
     download(["pip"], python, pip_dir)
     pip_wheels = sorted(pip_dir.glob("pip-*.whl"))
@@ -166,4 +207,10 @@ def assemble(
     shutil.rmtree(pip_dir)
     requirements = pins(wheels)
     (wheels / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
-    return Context(dest, requirements)
+    # the CUDA wheels must be the locked bytes; their size is the image's extra budget
+    cuda_bytes = 0
+    for pin in cuda_wheels:
+        wheel = wheel_for(pin, wheels)
+        wheellock.verify(lock, pin, wheel)
+        cuda_bytes += lock.wheels[pin].unpacked_bytes
+    return Context(dest, requirements, cuda_bytes)

@@ -39,6 +39,8 @@ def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None
         return env.get_template("Dockerfile.j2").render(
             image=image,
             req=image.req,
+            gap=image.gap,
+            recipe=spec.base_recipe(image.tensorflow),
             user=spec.images.user,
             jupyter=image.variant.jupyter,
             cmd_json=json.dumps(image.variant.cmd),

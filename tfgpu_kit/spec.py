@@ -5,13 +5,16 @@ traceback."""
 
 from __future__ import annotations
 
+import enum
 import re
+import tomllib
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import yaml
+from packaging.specifiers import SpecifierSet
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -65,7 +68,18 @@ def _apt_package(value: str) -> str:
     return value
 
 
+def _pinned_wheel(value: str) -> str:
+    name, sep, version = value.partition("==")
+    if not sep or not re.match(r"^[a-z0-9][a-z0-9-]*$", name):
+        raise ValueError(
+            f"expected a lowercase package pinned exactly (name==1.2.3), got {value!r}"
+        )
+    _version_text(version)
+    return value
+
+
 VersionText = Annotated[str, AfterValidator(_version_text)]
+PinnedWheel = Annotated[str, AfterValidator(_pinned_wheel)]
 PackageName = Annotated[str, AfterValidator(_package_name)]
 AptPackage = Annotated[str, AfterValidator(_apt_package)]
 
@@ -84,6 +98,16 @@ class TensorFlowBuild(_Strict):
     cudnn: VersionText
     python: tuple[VersionText, VersionText] = Field(description="[oldest, newest] supported Python")
     arches: Arches | None = None
+    # the NVIDIA wheels of TensorFlow's own `[and-cuda]` extra, pinned (`name==version`): what an
+    # image adds when its base lacks the CUDA/cuDNN this TensorFlow needs (tfgpu_kit/cudagap.py)
+    and_cuda: list[PinnedWheel] = []
+
+    @model_validator(mode="after")
+    def _one_cudnn_wheel(self) -> TensorFlowBuild:
+        cudnn = [pin for pin in self.and_cuda if pin.startswith("nvidia-cudnn-")]
+        if self.and_cuda and len(cudnn) != 1:
+            raise ValueError("and_cuda: expected exactly one nvidia-cudnn-cuXX pin")
+        return self
 
 
 class CudaToolkit(_Strict):
@@ -125,12 +149,21 @@ class Base(_Strict):
     repository: str = Field(min_length=1, pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
 
 
+class CudaSource(enum.StrEnum):
+    """Where an image's CUDA libraries come from (`cuda_source` in images.yaml)."""
+
+    AUTO = "auto"  # the base's when they are enough for its TensorFlow, else NVIDIA's wheels
+    BASE = "base"  # always the base's (even when TensorFlow cannot use them: `verify` says so)
+    WHEELS = "wheels"  # always TensorFlow's `[and-cuda]` wheels
+
+
 class OfferedVersion(_Strict):
     version: VersionText
-    base_python: VersionText
     # extra packages of this version's images, installed after the variant's (same rules)
     pip: list[PackageName] = []
     apt: list[AptPackage] = []
+    # overrides the top-level cuda_source for this version's images
+    cuda_source: CudaSource | None = None
 
 
 class User(_Strict):
@@ -165,6 +198,7 @@ class ImagesSpec(_Strict):
     versions: list[OfferedVersion] = Field(min_length=1)
     user: User
     runtime_extras: list[PackageName] = []
+    cuda_source: CudaSource = CudaSource.AUTO
     variants: dict[Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")], Variant] = Field(
         min_length=1
     )
@@ -179,18 +213,85 @@ class ImagesSpec(_Strict):
         return self
 
 
+class BaseTarget(_Strict):
+    """One build target of the official Dockerfile (`gpu` = its `base` stage, `jupyter`)."""
+
+    cmd: list[str] | None = Field(description="CMD; null: inherited from a parent we cannot cite")
+    workdir: str | None
+    user: str
+    expose: list[int] = []
+
+
+class BaseRecipe(_Strict):
+    """One state of tensorflow/build's tensorflow_runtime_dockerfiles/: what its images ship."""
+
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    from_image: str = Field(min_length=1)
+    ubuntu: VersionText
+    python: VersionText
+    site_packages: str = Field(pattern=r"^/.*-packages$")
+    cuda: VersionText
+    cudnn: VersionText
+    tensorrt: VersionText | None
+    cuda_compat: VersionText | None
+    env: dict[str, str]
+    targets: dict[Annotated[str, Field(pattern=r"^(gpu|jupyter)$")], BaseTarget]
+
+    @model_validator(mode="after")
+    def _require_cuda_in_env(self) -> BaseRecipe:
+        if "NVIDIA_REQUIRE_CUDA" not in self.env:
+            raise ValueError("env: NVIDIA_REQUIRE_CUDA is missing (every nvidia/cuda base sets it)")
+        return self
+
+
+class BaseVersion(_Strict):
+    recipe: str
+    released: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+
+
+class Bases(_Strict):
+    """images/bases.yaml: what the official base images really contain."""
+
+    repository: str = Field(min_length=1)
+    recipes: dict[str, BaseRecipe] = Field(min_length=1)
+    versions: dict[VersionText, BaseVersion]
+
+    @model_validator(mode="after")
+    def _known_recipes(self) -> Bases:
+        for version, entry in self.versions.items():
+            if entry.recipe not in self.recipes:
+                raise ValueError(
+                    f"versions.{version}.recipe: {entry.recipe!r} is not under `recipes:`"
+                    f" (known: {', '.join(self.recipes)})"
+                )
+        return self
+
+
 class Spec(BaseModel):
-    """Both files, cross-checked."""
+    """The three files, cross-checked."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     matrix: Matrix
     images: ImagesSpec
+    bases: Bases
     directory: Path
 
     @cached_property
     def default_version(self) -> str:
         return self.images.versions[0].version
+
+    def base_recipe(self, tensorflow: str) -> BaseRecipe:
+        """What the official base of TensorFlow `tensorflow` ships (load() checked it exists)."""
+        return self.bases.recipes[self.bases.versions[tensorflow].recipe]
+
+    def cuda_source(self, tensorflow: str) -> CudaSource:
+        """images.yaml's cuda_source for this version: its own, else the top-level one."""
+        for offered in self.images.versions:
+            if offered.version == tensorflow and offered.cuda_source is not None:
+                return offered.cuda_source
+        return self.images.cuda_source
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -200,7 +301,8 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-def _load_yaml(path: Path) -> Any:
+def load_yaml(path: Path) -> Any:
+    """A YAML file's data, or SpecError naming the file and the line."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -233,84 +335,62 @@ def validate(model: type[M], data: Any, path: Path) -> M:
 
 
 def load(directory: Path | None = None) -> Spec:
-    """Load and cross-check images/matrix.yaml and images/images.yaml."""
+    """Load and cross-check images/matrix.yaml, images/images.yaml and images/bases.yaml."""
     directory = directory or IMAGES_DIR
     matrix_path = directory / "matrix.yaml"
     images_path = directory / "images.yaml"
-    matrix = validate(Matrix, _load_yaml(matrix_path), matrix_path)
-    images = validate(ImagesSpec, _load_yaml(images_path), images_path)
+    bases_path = directory / "bases.yaml"
+    matrix = validate(Matrix, load_yaml(matrix_path), matrix_path)
+    images = validate(ImagesSpec, load_yaml(images_path), images_path)
+    bases = validate(Bases, load_yaml(bases_path), bases_path)
+    problems = []
     for index, offered in enumerate(images.versions):
         if offered.version not in matrix.tensorflow:
-            raise SpecError(
-                f"{images_path}: invalid spec\n  versions.{index}.version: {offered.version}"
-                f" is not in {matrix_path.name} (known: {', '.join(matrix.tensorflow)})"
+            problems.append(
+                f"  versions.{index}.version: {offered.version} is not in {matrix_path.name}"
+                f" (known: {', '.join(matrix.tensorflow)})"
             )
-    return Spec(matrix=matrix, images=images, directory=directory)
+    if images.base.repository != bases.repository:
+        problems.append(
+            f"  base.repository: {images.base.repository!r}: {bases_path.name} describes"
+            f" {bases.repository!r}; describe your base's contents there"
+        )
+    if problems:
+        raise SpecError(f"{images_path}: invalid spec\n" + "\n".join(problems))
+    for offered in images.versions:
+        if offered.version not in bases.versions:
+            problems.append(
+                f"  versions: {offered.version} (offered in {images_path.name}): {bases_path.name}"
+                " does not say what its base image ships (add it under `versions:`)"
+            )
+    for recipe_name, recipe in bases.recipes.items():
+        if recipe.cuda not in matrix.cuda:
+            problems.append(
+                f"  recipes.{recipe_name}.cuda: {recipe.cuda} has no entry under `cuda:` in"
+                f" {matrix_path.name} (its minimum driver)"
+            )
+    if problems:
+        raise SpecError(f"{bases_path}: invalid spec\n" + "\n".join(problems))
+    return Spec(matrix=matrix, images=images, bases=bases, directory=directory)
 
 
 # --- the bases' Python against the runtime's requires-python -----------------------------------
 
-_CLAUSE = re.compile(r"^(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?$")
-
-
-def _padded(version: Version, length: int) -> tuple[int, ...]:
-    return (version.parts + (0,) * length)[:length]
-
 
 def python_satisfies(python: str, requirement: str) -> bool:
     """Whether Python `python` (`3.8`, i.e. 3.8.0 as PEP 440 compares it) is in `requirement`, a
-    PEP 440 specifier set of release numbers (`>=3.9`, `>=3.9,<3.14`, `!=3.10.*`, `~=3.9`).
-
-    Raises ValueError for what this does not understand (`===`, pre-releases, local versions)."""
-    version = Version.parse(python)
-    for raw in requirement.split(","):
-        clause = raw.strip()
-        if not clause:
-            continue
-        match = _CLAUSE.match(clause)
-        if not match:
-            raise ValueError(clause)
-        op, text, star = match.groups()
-        bound = Version.parse(text)
-        length = len(text.split("."))
-        if star:
-            if op not in ("==", "!="):
-                raise ValueError(clause)
-            same = _padded(version, length) == _padded(bound, length)
-            ok = same if op == "==" else not same
-        elif op == "~=":
-            if length < 2:
-                raise ValueError(clause)
-            ok = version >= bound and _padded(version, length - 1) == _padded(bound, length - 1)
-        else:
-            ok = {
-                "==": version == bound,
-                "!=": version != bound,
-                "<=": version <= bound,
-                ">=": version >= bound,
-                "<": version < bound,
-                ">": version > bound,
-            }[op]
-        if not ok:
-            return False
-    return True
+    PEP 440 specifier set (`>=3.9`, `>=3.9,<3.14`, `!=3.10.*`, `~=3.9`). Raises ValueError when
+    `requirement` is not one (packaging's InvalidSpecifier is a ValueError)."""
+    return SpecifierSet(requirement).contains(python, prereleases=True)
 
 
 def runtime_requires_python(pyproject: Path | None = None) -> str | None:
     """`[project] requires-python` of the runtime package (None when it sets none)."""
     pyproject = pyproject or RUNTIME_PYPROJECT
     try:
-        text = pyproject.read_text(encoding="utf-8")
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError(f"{pyproject}: cannot be read ({exc.strerror})") from None
-    try:
-        import tomllib
-    except ImportError:  # Python < 3.11: the one key, from the [project] table
-        table = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
-        found = table and re.search(r'^requires-python\s*=\s*"([^"]*)"', table.group(1), re.M)
-        return found.group(1) if found else None
-    try:
-        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{pyproject}: not valid TOML ({exc})") from None
     value = data.get("project", {}).get("requires-python")
@@ -322,34 +402,37 @@ def runtime_requires_python(pyproject: Path | None = None) -> str | None:
 def check_base_python(
     spec: Spec, versions: Iterable[str] | None = None, *, pyproject: Path | None = None
 ) -> None:
-    """SpecError unless the base's Python (`versions[N].base_python`) of each TensorFlow version
-    (default: every offered one) satisfies the runtime package's `requires-python`: otherwise
-    pip refuses the tfgpu wheel in the middle of the Docker build."""
+    """SpecError unless the base's Python (bases.yaml, `recipes.R.python`) of each TensorFlow
+    version (default: every offered one) satisfies the runtime package's `requires-python`:
+    otherwise pip refuses the tfgpu wheel in the middle of the Docker build."""
     pyproject = pyproject or RUNTIME_PYPROJECT
     requirement = runtime_requires_python(pyproject)
     if requirement is None:
         return
     wanted = None if versions is None else set(versions)
     problems = []
-    for index, offered in enumerate(spec.images.versions):
+    for offered in spec.images.versions:
         if wanted is not None and offered.version not in wanted:
             continue
+        recipe_name = spec.bases.versions[offered.version].recipe
+        python = spec.base_recipe(offered.version).python
         try:
-            ok = python_satisfies(offered.base_python, requirement)
-        except ValueError as exc:
+            ok = python_satisfies(python, requirement)
+        except ValueError:
             raise SpecError(
-                f"{pyproject}: project.requires-python: {requirement!r}: cannot compare"
-                f" {exc.args[0]!r} (expected clauses such as >=3.9 or <3.14, comma-separated)"
+                f"{pyproject}: project.requires-python: {requirement!r} is not a PEP 440"
+                " specifier set (expected clauses such as >=3.9 or <3.14, comma-separated)"
             ) from None
         if not ok:
             problems.append(
-                f"  versions.{index}.base_python: {offered.base_python} (TensorFlow"
-                f" {offered.version}) does not satisfy the runtime's requires-python"
-                f" {requirement!r} ({pyproject}): pip would refuse the tfgpu wheel on that base"
+                f"  recipes.{recipe_name}.python: {python} (base of TensorFlow {offered.version})"
+                f" does not satisfy the runtime's requires-python {requirement!r} ({pyproject}):"
+                " pip would refuse the tfgpu wheel on that base"
             )
     if problems:
         raise SpecError(
-            f"{spec.directory / 'images.yaml'}: invalid spec\n" + "\n".join(problems),
-            hint="drop those versions, correct base_python, or widen requires-python in"
+            f"{spec.directory / 'bases.yaml'}: the runtime cannot be installed\n"
+            + "\n".join(problems),
+            hint="drop those versions from images.yaml, or widen requires-python in"
             " entrypoint/pyproject.toml if the runtime supports that Python",
         )

@@ -70,7 +70,14 @@ def test_follow_without_image_id() -> None:
         dockerbuild._follow(iter(CHUNKS[:6]), "x")
 
 
-def built(name: str, *, size_mib: float, added_mib: float | None, seconds: float) -> build.Built:
+def built(
+    name: str,
+    *,
+    size_mib: float,
+    added_mib: float | None,
+    seconds: float,
+    cuda_wheels_mib: float = 0.0,
+) -> build.Built:
     image = BY_NAME[name]
     return build.Built(
         image=image,
@@ -79,35 +86,35 @@ def built(name: str, *, size_mib: float, added_mib: float | None, seconds: float
         size=int(size_mib * MIB),
         added=None if added_mib is None else int(added_mib * MIB),
         seconds=seconds,
+        cuda_wheels_mib=cuda_wheels_mib,
     )
 
 
+# 2.21.0's base lacks CUDA 12.5 and cuDNN 9: its image adds NVIDIA's wheels; 2.17.0's does not
 RESULTS = [
-    built("2.21.0-gpu", size_mib=7000.04, added_mib=0.93, seconds=12.34),
-    built("2.21.0-gpu-jupyter", size_mib=7500, added_mib=None, seconds=3.0),
+    built("2.21.0-gpu", size_mib=7000.04, added_mib=2855.0, seconds=12.34, cuda_wheels_mib=2854.2),
+    built("2.17.0-gpu-jupyter", size_mib=7500, added_mib=None, seconds=3.0),
 ]
 
 
 def test_table_rows() -> None:
-    assert build.TABLE_COLUMNS == ["image", "tags", "size", "added to base", "duration"]
-    assert build.table_rows(RESULTS) == [
-        [
-            "2.21.0-gpu",
-            "tfgpu/tensorflow:2.21.0-gpu\ntfgpu/tensorflow:2.21-gpu\n"
-            "tfgpu/tensorflow:latest-gpu\ntfgpu/tensorflow:2.21.0-gpu-py311-cu125",
-            "7000.0 MiB",
-            "0.93 MiB",
-            "12.3 s",
-        ],
-        [
-            "2.21.0-gpu-jupyter",
-            "tfgpu/tensorflow:2.21.0-gpu-jupyter\ntfgpu/tensorflow:2.21-gpu-jupyter\n"
-            "tfgpu/tensorflow:latest-gpu-jupyter\ntfgpu/tensorflow:2.21.0-gpu-jupyter-py311-cu125",
-            "7500.0 MiB",
-            "?",  # the base was not there to compare with
-            "3.0 s",
-        ],
-    ]
+    rows = build.table_rows(RESULTS)
+    assert all(len(row) == len(build.TABLE_COLUMNS) for row in rows)
+    cells = [dict(zip(build.TABLE_COLUMNS, row, strict=True)) for row in rows]
+    assert cells[0] == {
+        "image": "2.21.0-gpu",
+        "tags": "tfgpu/tensorflow:2.21.0-gpu\ntfgpu/tensorflow:2.21-gpu\n"
+        "tfgpu/tensorflow:latest-gpu\ntfgpu/tensorflow:2.21.0-gpu-py311-cu125",
+        "CUDA": "wheels: CUDA 12.5.1, cuDNN 9.3.0 (2854 MiB)",
+        "size": "7000.0 MiB",
+        "added to base": "2855.00 MiB",
+        "budget": "2855.20 MiB",  # 1 MiB for the kit + the wheels' unpacked size
+        "duration": "12.3 s",
+    }
+    assert cells[1]["CUDA"] == "base: CUDA 12.3.1, cuDNN 8.9.6"
+    assert cells[1]["tags"].endswith("tfgpu/tensorflow:2.17.0-gpu-jupyter-py311-cu123")
+    assert cells[1]["added to base"] == "?"  # the base was not there to compare with
+    assert cells[1]["budget"] == "1.00 MiB"
 
 
 def test_json_rows() -> None:
@@ -116,31 +123,46 @@ def test_json_rows() -> None:
         "image": "2.21.0-gpu",
         "id": "sha256:" + "ab" * 32,
         "tags": RESULTS[0].tags,
+        "cuda_source": "wheels",
+        "cuda": "12.5.1",
+        "cudnn": "9.3.0",
+        "cuda_wheels": list(BY_NAME["2.21.0-gpu"].gap.wheels),
+        "cuda_wheels_mib": 2854.2,
         "size_mib": 7000.0,
-        "added_mib": 0.93,
+        "added_mib": 2855.0,
+        "budget_mib": 2855.2,
         "seconds": 12.3,
     }
-    assert rows[1]["added_mib"] is None
+    assert rows[1]["added_mib"] is None and rows[1]["cuda_wheels"] == []
     json.dumps(rows)  # serialisable as printed
 
 
 def test_report_prints_and_checks_the_size_budget(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    # max_added_mib is 1 for both variants in images.yaml
+    # max_added_mib is 1 for both variants in images.yaml; the wheels' size comes on top
     assert build.over_budget(RESULTS) == []
     assert build.report(RESULTS, as_json=False) == 0
     out = capsys.readouterr().out
-    assert "built" in out and "0.93 MiB" in out and "tfgpu/tensorflow:latest-gpu-jupyter" in out
-    heavy = [built("2.20.0-gpu", size_mib=7000, added_mib=1.5, seconds=1.0), *RESULTS]
-    assert build.over_budget(heavy) == ["2.20.0-gpu adds 1.50 MiB to its base (budget 1 MiB)"]
+    assert "built" in out and "2855.00 MiB" in out and "2.17.0-gpu-jupyter" in out
+    heavy = [
+        built("2.16.1-gpu", size_mib=7000, added_mib=1.5, seconds=1.0),
+        built("2.20.0-gpu", size_mib=7000, added_mib=2705, seconds=1.0, cuda_wheels_mib=2703.3),
+        *RESULTS,
+    ]
+    assert build.over_budget(heavy) == [
+        "2.16.1-gpu adds 1.50 MiB to its base (budget 1.00 MiB)",
+        "2.20.0-gpu adds 2705.00 MiB to its base (budget 2704.30 MiB = 1 MiB for the kit"
+        " + 2703.30 MiB of NVIDIA wheels)",
+    ]
     assert build.report(heavy, as_json=True) == EXIT_FAILED
     captured = capsys.readouterr()
     assert [r["image"] for r in json.loads(captured.out)] == [
+        "2.16.1-gpu",
         "2.20.0-gpu",
         "2.21.0-gpu",
-        "2.21.0-gpu-jupyter",
+        "2.17.0-gpu-jupyter",
     ]
-    assert "size budget exceeded: 2.20.0-gpu adds 1.50 MiB to its base (budget 1 MiB)" in (
+    assert "size budget exceeded: 2.16.1-gpu adds 1.50 MiB to its base (budget 1.00 MiB)" in (
         caplog.messages
     )

@@ -85,17 +85,18 @@ def test_check_exit_codes_and_json() -> None:
     assert result["ptx_jit_failure"] and result["verdict"] == "does not run"
 
 
-def test_check_gpu_arch_recommends_only_assessed_versions() -> None:
-    # 535 + H100: 2.19.0 runs on the driver but its sm_90 coverage is unknown: not recommended
+def test_check_gpu_arch_recommends_only_versions_that_run_there() -> None:
+    # 535 + H100: 2.16-2.21 cover sm_90 only by PTX, which a 535 driver cannot JIT (their CUDA
+    # is newer); 2.15.0 (CUDA 12.2, natively) is the newest that runs
     result = run("check", "--driver", "535.104.05", "--gpu-arch", "sm_90", "--tf", "2.21.0")
     assert result.returncode == 1
     text = " ".join(re.sub(r"[│┃]", " ", result.stdout).split())  # the table folds long cells
-    assert "newest TensorFlow known to run on sm_90: 2.14.0" in text
-    assert "2.19.0 runs on driver 535.104.05 but is not assessed for sm_90" in text
+    assert "newest TensorFlow known to run on sm_90: 2.15.0" in text
+    assert "not assessed" not in text  # every release's architectures are known now
     data = run("check", "--driver", "535.104.05", "--gpu-arch", "sm_90", "--tf", "2.21.0", "--json")
     row = json.loads(data.stdout)["results"][0]
-    assert row["newest_runnable_tensorflow"] == "2.14.0"
-    assert row["newest_unassessed_tensorflow"] == "2.19.0"
+    assert row["newest_runnable_tensorflow"] == "2.15.0"
+    assert row["newest_unassessed_tensorflow"] is None
 
 
 def test_check_without_driver_and_without_nvml() -> None:

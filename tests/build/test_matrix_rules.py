@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tfgpu_kit import matrix, spec
+from tfgpu_kit import matrix, nvidia_require, spec
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.matrix import ArchCoverage, Verdict
+from tfgpu_kit.spec import CudaSource
 from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
 
 SPEC = spec.load()
@@ -97,21 +98,34 @@ def test_ptx_only_arch_fails_under_minor_compat_but_forward_compat_can_help() ->
 
 
 def test_newest_runnable_with_arch_skips_unknown_coverage() -> None:
-    # H100 on 535: 2.18/2.19 run on the driver (12.5 by minor-version compatibility) but their
-    # architectures are unknown (arches: null), so they are not recommended; 2.14.0 (PTX
-    # compute_80, CUDA 11.8 natively) is the newest known to work, and 2.19.0 is named apart.
+    # H100 on 535: 2.16-2.21 run on the driver (CUDA 12.3/12.5 by minor-version compatibility)
+    # but cover sm_90 only with PTX that driver cannot JIT; 2.15.0 (PTX compute_80 from CUDA
+    # 12.2, natively) is the newest that works.
     result = verdict("2.21.0", "535.104.05", "sm_90")
-    assert result.newest_runnable == "2.14.0"
-    assert result.newest_unassessed == "2.19.0"
-    data = result.as_json()
-    assert data["newest_runnable_tensorflow"] == "2.14.0"
+    assert result.newest_runnable == "2.15.0"
+    assert result.newest_unassessed is None
+    # with 2.18/2.19's architectures unknown, they are named apart, not recommended
+    unknown = SPEC.matrix.model_copy(
+        update={
+            "tensorflow": {
+                tf: build.model_copy(update={"arches": None} if tf in ("2.18.0", "2.19.0") else {})
+                for tf, build in SPEC.matrix.tensorflow.items()
+            }
+        }
+    )
+    s = SPEC.model_copy(update={"matrix": unknown})
+    driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
+    assert matrix.newest_runnable(s, driver, arch) == "2.15.0"
+    assert matrix.newest_unassessed(s, driver, arch) == "2.19.0"
+    data = matrix.assess(s, "2.21.0", driver, arch).as_json()
+    assert data["newest_runnable_tensorflow"] == "2.15.0"
     assert data["newest_unassessed_tensorflow"] == "2.19.0"
     # without an arch nothing is unassessed
     no_arch = verdict("2.21.0", "470.82.01")
     assert no_arch.newest_unassessed is None
     # an unknown version older than the newest known one is not worth naming
-    assert matrix.newest_unassessed(SPEC, parse_driver("560.35.03"), parse_arch("sm_90")) is None
-    assert matrix.newest_runnable(SPEC, parse_driver("560.35.03"), parse_arch("sm_90")) == "2.21.0"
+    assert matrix.newest_unassessed(s, parse_driver("560.35.03"), arch) is None
+    assert matrix.newest_runnable(s, parse_driver("560.35.03"), arch) == "2.21.0"
 
 
 def test_newest_runnable_with_arch_none_known() -> None:
@@ -143,7 +157,7 @@ def test_newest_runnable_with_arch_none_known() -> None:
         ("2.21.0", Arch(5, 2), ArchCoverage.NONE),
         ("2.14.0", Arch(3, 5), ArchCoverage.SASS),
         ("2.14.0", Arch(8, 0), ArchCoverage.PTX),
-        ("2.18.0", Arch(9, 0), ArchCoverage.UNKNOWN),
+        ("2.18.0", Arch(9, 0), ArchCoverage.PTX),
     ],
 )
 def test_arch_coverage(tf: str, arch: Arch, coverage: ArchCoverage) -> None:
@@ -179,48 +193,108 @@ def test_bad_arch(text: str) -> None:
         parse_arch(text)
 
 
-# NVIDIA_REQUIRE_CUDA, evaluated as libnvidia-container's dsl.c does: space = OR, comma = AND,
-# versions compared numerically per component. `cuda` is the CUDA version a driver supports: the
-# newest
-# toolkit (CUDA release notes, Table 3) whose minimum the driver meets.
-TOOLKIT_MINIMUMS = [
-    ("11.0", "450.36.06"), ("11.8", "520.61.05"), ("12.0", "525.60.13"), ("12.2", "535.54.03"),
-    ("12.5", "555.42.02"), ("13.0", "580.65.06"),
-]  # fmt: skip
+# NVIDIA_REQUIRE_CUDA chosen for each image, evaluated as libnvidia-container's dsl.c does
+# (tfgpu_kit.nvidia_require, checked against dsl.c itself). `cuda` is what the host driver reports
+# through NVML (nvmlSystemGetCudaDriverVersion): the CUDA version of its branch.
+CASES = [
+    # (driver, the CUDA version it reports, brand)
+    ("470.82.01", "11.4", "Tesla"),
+    ("470.82.01", "11.4", "GRID"),
+    ("520.61.05", "11.8", "GeForce"),
+    ("525.60.11", "12.0", "GeForce"),  # reports 12.0, below the 12.x floor 525.60.13
+    ("525.60.13", "12.0", "GeForce"),
+    ("530.30.02", "12.1", "Quadro"),
+    ("535.104.05", "12.2", "Tesla"),
+    ("545.23.08", "12.3", "GeForce"),
+    ("555.42.06", "12.5", "Tesla"),
+    ("560.35.03", "12.6", "GeForce"),
+    ("580.65.06", "13.0", "Tesla"),
+]
 
 
-def driver_cuda(driver: str) -> str:
-    d = Version.parse(driver)
-    return max((Version.parse(c) for c, m in TOOLKIT_MINIMUMS if d >= Version.parse(m))).major_minor
+def admitted(expression: str) -> dict[str, bool]:
+    out = {}
+    for driver, cuda, brand in CASES:
+        verdict = nvidia_require.evaluate(expression, cuda=cuda, driver=driver, brand=brand)
+        assert verdict.outcome in ("ok", "unsatisfied"), verdict  # dsl.c parses every value
+        out[f"{driver} {brand}"] = verdict.ok
+    return out
 
 
-def satisfies(expression: str, *, driver: str) -> bool:
-    facts = {"cuda": Version.parse(driver_cuda(driver)), "driver": Version.parse(driver)}
-    ops = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "=": lambda a, b: a == b,
-           "<": lambda a, b: a < b, ">": lambda a, b: a > b}  # fmt: skip
-    for term in expression.split(" "):
-        ok = True
-        for factor in filter(None, term.split(",")):
-            for op in (">=", "<=", "=", "<", ">"):
-                if op in factor:
-                    name, value = factor.split(op, 1)
-                    ok = ok and ops[op](facts[name], Version.parse(value))
-                    break
-        if ok:
-            return True
-    return False
+def test_require_cuda_of_a_repaired_12x_image() -> None:
+    """2.21.0 loads the CUDA 12.5 wheels it adds: every driver from the 12.x floor runs them
+    (minor-version compatibility), and the base's brand alternatives stay, since its
+    cuda-compat-12-3 serves CUDA 12.x to older data-centre branches (forward compatibility)."""
+    req = matrix.requirements(SPEC, "2.21.0")
+    assert req.require_cuda.startswith("cuda>=12.0,driver>=525.60.13 brand=tesla,driver>=470")
+    assert admitted(req.require_cuda) == {
+        "470.82.01 Tesla": True,  # the base's brand alternative: forward compatibility
+        "470.82.01 GRID": False,  # a brand the base does not list
+        "520.61.05 GeForce": False,
+        "525.60.11 GeForce": True,  # the base's own 525 alternative admits the whole branch
+        "525.60.13 GeForce": True,
+        "530.30.02 Quadro": True,  # the base refuses it; minor-version compatibility runs it
+        "535.104.05 Tesla": True,
+        "545.23.08 GeForce": True,
+        "555.42.06 Tesla": True,
+        "560.35.03 GeForce": True,
+        "580.65.06 Tesla": True,
+    }
+    base = SPEC.base_recipe("2.21.0").env["NVIDIA_REQUIRE_CUDA"]
+    # the image admits everything its base admits
+    assert all(admitted(req.require_cuda)[k] for k, ok in admitted(base).items() if ok)
 
 
-@pytest.mark.parametrize("tf", ["2.21.0", "2.16.1", "2.15.0"])
-def test_require_cuda_admits_the_12x_floor_and_refuses_below(tf: str) -> None:
-    req = matrix.requirements(SPEC, tf)
-    assert req.require_cuda == "cuda>=12.0"
-    assert satisfies(req.require_cuda, driver=str(req.compat_floor))
-    assert satisfies(req.require_cuda, driver=str(req.driver_min))
-    assert not satisfies(req.require_cuda, driver="520.61.05")
+def test_require_cuda_without_the_bases_brands() -> None:
+    """2.15.0 loads CUDA 12.2 wheels on a CUDA 11.8 base: its cuda-compat-11-8 cannot serve 12.x,
+    so the base's brand alternatives (450/470 branches) go, and only the 12.x floor remains."""
+    req = matrix.requirements(SPEC, "2.15.0")
+    assert req.require_cuda == "cuda>=12.0,driver>=525.60.13"
+    result = admitted(req.require_cuda)
+    assert [k for k, ok in result.items() if ok] == [
+        "525.60.13 GeForce", "530.30.02 Quadro", "535.104.05 Tesla", "545.23.08 GeForce",
+        "555.42.06 Tesla", "560.35.03 GeForce", "580.65.06 Tesla",
+    ]  # fmt: skip
+    unsatisfied = nvidia_require.evaluate(req.require_cuda, cuda="12.0", driver="525.60.11")
+    assert unsatisfied.cli_error.endswith(
+        "unsatisfied condition: cuda>=12.0,driver>=525.60.13, please update your driver to a"
+        " newer version, or use an earlier cuda container"
+    )
 
 
 def test_require_cuda_for_11x_admits_its_floor() -> None:
+    """2.14.0 adds CUDA 11.8 wheels (cuDNN 8.7) on the 11.8 base; `450.80.02` has a leading zero,
+    which dsl.c (strtoumax) reads as 450.80.2."""
     req = matrix.requirements(SPEC, "2.14.0")
-    assert req.require_cuda == "cuda>=11.0"
-    assert satisfies(req.require_cuda, driver="450.80.02")
+    assert req.require_cuda.startswith("cuda>=11.0,driver>=450.80.02 brand=tesla,driver>=450")
+    for driver, ok in (("450.80.02", True), ("450.80.01", False), ("455.23.05", True)):
+        verdict = nvidia_require.evaluate(
+            req.require_cuda, cuda="11.0", driver=driver, brand="GeForce"
+        )
+        assert verdict.ok is ok, driver
+
+
+def test_require_cuda_without_a_visible_gpu_checks_the_driver_only() -> None:
+    # dsl.c: with no GPU visible every brand= and arch= condition holds
+    req = matrix.requirements(SPEC, "2.17.0")
+    assert nvidia_require.evaluate(req.require_cuda, cuda="11.4", driver="470.82.01").ok
+    assert not nvidia_require.evaluate(req.require_cuda, cuda="11.8", driver="520.61.05").ok
+
+
+def test_image_requirements_follow_the_loaded_libraries() -> None:
+    """Labels, tags and driver floor describe what TensorFlow loads in the image: the base's CUDA
+    12.3 for 2.17.0, the 12.5 wheels for 2.21.0 (and the base's 12.3 when forced to it)."""
+    assert (
+        str(matrix.requirements(SPEC, "2.17.0").cuda),
+        str(matrix.requirements(SPEC, "2.17.0").cudnn),
+    ) == ("12.3.1", "8.9.6")
+    r21 = matrix.requirements(SPEC, "2.21.0")
+    assert (str(r21.cuda), str(r21.cudnn), str(r21.driver_min)) == ("12.5.1", "9.3.0", "555.42.06")
+    forced = matrix.requirements(SPEC, "2.21.0", override=CudaSource.BASE)
+    assert (str(forced.cuda), str(forced.cudnn), str(forced.driver_min)) == (
+        "12.3.1",
+        "8.9.6",
+        "545.23.08",
+    )
+    assert forced.gap is not None and not forced.gap.works
+    assert str(forced.build_cuda) == "12.5.1"  # what TensorFlow was built with stays known

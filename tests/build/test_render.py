@@ -6,12 +6,14 @@ import dataclasses
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tfgpu_kit import catalog, context, matrix, render, spec
+from tfgpu_kit import catalog, context, matrix, render, spec, wheellock
+from tfgpu_kit.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = spec.load()
@@ -47,7 +49,19 @@ def test_dockerfile_contents(image: catalog.Image) -> None:
     assert f"FROM ${{BASE_REGISTRY}}/tensorflow/tensorflow:{image.base_tag}\n" in text
     assert 'ENTRYPOINT ["tfgpu", "run", "--"]' in text
     assert "TF_GPU_MEMORY_GROWTH=true" in text
-    assert f'NVIDIA_REQUIRE_CUDA="cuda>={req.cuda.major}.0"' in text
+    assert f'NVIDIA_REQUIRE_CUDA="{req.require_cuda}"' in text
+    assert req.require_cuda.startswith(f"cuda>={req.cuda.major}.0,driver>={req.compat_floor}")
+    # where TensorFlow's CUDA comes from, said in labels; the repair only where the base lacks it
+    repaired = image.gap.source is spec.CudaSource.WHEELS
+    assert f'io.tfgpu.cuda.source="{image.gap.source.value}"' in text
+    assert f'io.tfgpu.cuda="{req.cuda}"' in text and f'io.tfgpu.cudnn="{req.cudnn}"' in text
+    assert ("0000-tfgpu-cuda-wheels.conf" in text) is repaired
+    assert ("&& ldconfig" in text) is repaired
+    assert ("ARG TFGPU_CUDA_WHEELS_MIB" in text) is repaired
+    for pin in image.gap.wheels:
+        assert pin in text  # the io.tfgpu.cuda.wheels label lists them
+    # labels come last: a per-build value there invalidates no cached layer (gigabytes of wheels)
+    assert text.index("ARG TFGPU_CREATED") > text.index("COPY --from=tfgpu-runtime")
     assert f'TFGPU_IMAGE_DRIVER_MIN="{req.driver_min}"' in text
     assert f'io.tfgpu.driver.min-compat="{req.compat_floor}"' in text
     assert "--no-index --no-cache-dir" in text
@@ -92,7 +106,7 @@ def test_extra_apt_and_pip_packages_render_and_lint(tmp_path: Path, apt: list[st
 def _spec_with_packages(tmp_path: Path) -> spec.Spec:
     """A copy of the committed spec where 2.21.0 has its own pip/apt packages and the gpu variant
     its own too (the committed lists are empty: offline builds)."""
-    for name in ("matrix.yaml", "images.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "cuda-wheels.lock.yaml"):
         shutil.copy(ROOT / "images" / name, tmp_path / name)
     data = yaml.safe_load((tmp_path / "images.yaml").read_text())
     data["versions"][0].update(pip=["requests==2.32.3", "rich"], apt=["graphviz=2.42.2-6", "htop"])
@@ -116,12 +130,24 @@ def test_per_version_extra_packages_render_and_lint(tmp_path: Path) -> None:
     install = text[text.index("apt-get install") : text.index("apt-get clean")]
     assert install.index("htop") < install.index("graphviz=2.42.2-6")
     assert "hadolint ignore=DL3008" in text  # htop is unpinned
-    assert "and this image's extra pip packages" in text
+    assert "this image's extra pip packages" in text
     assert "apt-get" not in render.render_image(loaded, by_name["2.20.0-gpu-jupyter"])
     path = tmp_path / "Dockerfile"
     path.write_text(text)
     result = _lint(path)
     assert result.returncode == 0, result.stdout
+
+
+def _fake_download(fetched: list[tuple[list[str], str]]) -> Callable[[list[str], str, Path], None]:
+    def fake_download(packages: list[str], python: str, dest: Path) -> None:
+        fetched.append((packages, python))
+        dest.mkdir(parents=True, exist_ok=True)
+        for package in packages:
+            name, _, version = package.partition("==")
+            wheel = dest / f"{name.replace('-', '_')}-{version or '1.0'}-py3-none-any.whl"
+            wheel.write_bytes(package.encode())
+
+    return fake_download
 
 
 def test_context_fetches_the_images_extra_pip_packages(
@@ -130,23 +156,63 @@ def test_context_fetches_the_images_extra_pip_packages(
     (tmp_path / "spec").mkdir()
     loaded = _spec_with_packages(tmp_path / "spec")
     image = next(i for i in catalog.images(loaded) if i.name == "2.21.0-gpu")
+    image = dataclasses.replace(
+        image, req=matrix.requirements(loaded, "2.21.0", override=spec.CudaSource.BASE)
+    )
     fetched: list[tuple[list[str], str]] = []
-
-    def fake_download(packages: list[str], python: str, dest: Path) -> None:
-        fetched.append((packages, python))
-        dest.mkdir(parents=True, exist_ok=True)
-        for package in packages:
-            name = package.split("==")[0].replace("-", "_")
-            (dest / f"{name}-1.0-py3-none-any.whl").write_bytes(b"")
-
-    monkeypatch.setattr(context, "download", fake_download)
+    monkeypatch.setattr(context, "download", _fake_download(fetched))
     wheel = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
     wheel.write_bytes(b"")
     ctx = context.assemble(
-        image, "FROM x\n", tmp_path / "ctx", runtime_wheel=wheel, runtime_extras=["nvidia-ml-py"]
+        image,
+        "FROM x\n",
+        tmp_path / "ctx",
+        runtime_wheel=wheel,
+        runtime_extras=["nvidia-ml-py"],
+        lock=wheellock.Lock(),
     )
     assert fetched[0] == (["nvidia-ml-py", "rich", "requests==2.32.3"], "3.11")
-    assert "requests==1.0" in ctx.requirements and "rich==1.0" in ctx.requirements
+    assert "requests==2.32.3" in ctx.requirements and "rich==1.0" in ctx.requirements
+    assert ctx.cuda_wheels_bytes == 0
+
+
+def test_context_holds_the_locked_cuda_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image whose base lacks CUDA gets the [and-cuda] wheels in its context, each checked
+    against the lock; their unpacked size (from the lock) is its extra budget."""
+    image = next(i for i in IMAGES if i.name == "2.21.0-gpu")
+    assert image.gap.wheels
+    fetched: list[tuple[list[str], str]] = []
+    monkeypatch.setattr(context, "download", _fake_download(fetched))
+    runtime = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
+    runtime.write_bytes(b"")
+    entries = {}
+    for pin in image.gap.wheels:
+        name, _, version = pin.partition("==")
+        file = tmp_path / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+        file.write_bytes(pin.encode())
+        entries[pin] = wheellock.describe(file, 1000)
+    lock = wheellock.Lock(wheels=entries)
+    ctx = context.assemble(
+        image, "FROM x\n", tmp_path / "ctx", runtime_wheel=runtime, runtime_extras=[], lock=lock
+    )
+    assert fetched[0] == (list(image.gap.wheels), "3.11")
+    assert ctx.cuda_wheels_bytes == 1000 * len(image.gap.wheels)
+    assert set(image.gap.wheels) <= set(ctx.requirements)
+    # other bytes than the locked ones are refused, naming the wheel
+    tampered = dict(entries)
+    first = image.gap.wheels[0]
+    tampered[first] = entries[first].model_copy(update={"sha256": "0" * 64})
+    with pytest.raises(SpecError, match=f"{re.escape(first)}: .* is not the locked wheel"):
+        context.assemble(
+            image,
+            "FROM x\n",
+            tmp_path / "ctx",
+            runtime_wheel=runtime,
+            runtime_extras=[],
+            lock=wheellock.Lock(wheels=tampered),
+        )
 
 
 def test_non_root_user_option() -> None:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def copy_spec(tmp_path: Path) -> Path:
-    for name in ("matrix.yaml", "images.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "cuda-wheels.lock.yaml"):
         shutil.copy(ROOT / "images" / name, tmp_path / name)
     return tmp_path
 
@@ -42,9 +42,32 @@ def test_committed_spec_is_valid() -> None:
         ("images.yaml", lambda d: d["user"].__setitem__("uid", 0), "user.uid"),
         ("images.yaml", lambda d: d.__setitem__("repositry", "x"), "repositry: unknown key"),
         ("images.yaml", lambda d: d.pop("repository"), "repository: required key is missing"),
-        ("images.yaml",
-         lambda d: d["versions"].append({"version": "2.99.0", "base_python": "3.11"}),
+        ("images.yaml", lambda d: d["versions"].append({"version": "2.99.0"}),
          "versions.10.version: 2.99.0 is not in matrix.yaml"),
+        ("images.yaml", lambda d: d["versions"][0].__setitem__("base_python", "3.11"),
+         "versions.0.base_python: unknown key"),
+        ("images.yaml", lambda d: d.__setitem__("cuda_source", "system"),
+         "cuda_source: Input should be 'auto', 'base' or 'wheels'"),
+        ("images.yaml", lambda d: d["base"].__setitem__("repository", "team/tensorflow"),
+         "bases.yaml describes 'tensorflow/tensorflow'; describe your base's contents there"),
+        ("bases.yaml", lambda d: d["versions"].pop("2.21.0"),
+         "versions: 2.21.0 (offered in images.yaml): bases.yaml does not say what its base"),
+        ("bases.yaml", lambda d: d["versions"]["2.21.0"].__setitem__("recipe", "cuda13"),
+         "versions.2.21.0.recipe: 'cuda13' is not under `recipes:`"),
+        ("bases.yaml", lambda d: d["recipes"]["cuda12.3-ubuntu22.04"].__setitem__("cudnn", "8.x"),
+         "recipes.cuda12.3-ubuntu22.04.cudnn: expected a dotted version"),
+        ("bases.yaml", lambda d: d["recipes"]["cuda12.3-ubuntu22.04"].__setitem__("cuda", "12.4.0"),
+         "recipes.cuda12.3-ubuntu22.04.cuda: 12.4.0 has no entry under `cuda:`"),
+        ("bases.yaml",
+         lambda d: d["recipes"]["cuda12.3-ubuntu22.04"]["env"].pop("NVIDIA_REQUIRE_CUDA"),
+         "env: NVIDIA_REQUIRE_CUDA is missing"),
+        ("bases.yaml", lambda d: d["recipes"]["cuda12.3-ubuntu22.04"].__setitem__("commit", "9f81"),
+         "recipes.cuda12.3-ubuntu22.04.commit"),
+        ("matrix.yaml",
+         lambda d: d["tensorflow"]["2.21.0"]["and_cuda"].__setitem__(0, "nvidia-cublas-cu12>=12.5"),
+         "tensorflow.2.21.0.and_cuda.0: expected a lowercase package pinned exactly"),
+        ("matrix.yaml", lambda d: d["tensorflow"]["2.21.0"]["and_cuda"].pop(5),
+         "and_cuda: expected exactly one nvidia-cudnn-cuXX pin"),
         ("images.yaml", lambda d: d["variants"]["gpu"].__setitem__("pip", ["bad name!"]),
          "variants.gpu.pip.0"),
         ("images.yaml", lambda d: d["variants"]["gpu"].__setitem__("apt", ["Bad_Name"]),
@@ -110,8 +133,8 @@ def test_cli_bad_spec_exit_code_no_traceback(tmp_path: Path) -> None:
     assert "user.uid" in result.stderr
 
 
-# --- base_python against the runtime's requires-python (a temporary spec and pyproject, so the
-# tests do not depend on the committed floor or on the committed base_python values) ---
+# --- the bases' Python (bases.yaml) against the runtime's requires-python (a temporary spec and
+# pyproject, so the tests do not depend on the committed floor or on the committed Pythons) ---
 
 
 def runtime_pyproject(tmp_path: Path, requires: str | None) -> Path:
@@ -122,50 +145,55 @@ def runtime_pyproject(tmp_path: Path, requires: str | None) -> Path:
 
 
 def spec_with_pythons(tmp_path: Path, pythons: dict[str, str]) -> spec.Spec:
+    """The committed spec with the Python of some recipes changed."""
     directory = copy_spec(tmp_path)
 
-    def change(data: dict[str, list[dict[str, str]]]) -> None:
-        for entry in data["versions"]:
-            entry["base_python"] = pythons.get(entry["version"], "3.11")
+    def change(data: dict[str, dict[str, dict[str, str]]]) -> None:
+        for name, python in pythons.items():
+            data["recipes"][name]["python"] = python
 
-    edit(directory / "images.yaml", change)
+    edit(directory / "bases.yaml", change)
     return spec.load(directory)
 
 
+OLD = "cuda11.8-ubuntu20.04"  # the recipe of the 2.12 and 2.13 bases (Python 3.8)
+NEW = "cuda12.3-ubuntu22.04"  # 2.16.1 to 2.21.0 (Python 3.11)
+
+
 def test_base_python_below_runtime_floor_is_a_spec_error(tmp_path: Path) -> None:
-    loaded = spec_with_pythons(tmp_path, {"2.13.0": "3.8", "2.12.0": "3.8"})
+    loaded = spec_with_pythons(tmp_path, {})
     pyproject = runtime_pyproject(tmp_path, ">=3.9")
     with pytest.raises(SpecError) as info:
         spec.check_base_python(loaded, pyproject=pyproject)
     message = str(info.value)
-    assert str(tmp_path / "images.yaml") in message
-    assert "versions.8.base_python: 3.8 (TensorFlow 2.13.0)" in message
-    assert "versions.9.base_python: 3.8 (TensorFlow 2.12.0)" in message
+    assert str(tmp_path / "bases.yaml") in message
+    assert f"recipes.{OLD}.python: 3.8 (base of TensorFlow 2.13.0)" in message
+    assert f"recipes.{OLD}.python: 3.8 (base of TensorFlow 2.12.0)" in message
     assert "requires-python '>=3.9'" in message and str(pyproject) in message
     assert info.value.exit_code == EXIT_SPEC
     # only the versions asked about are checked
     spec.check_base_python(loaded, ["2.21.0", "2.14.0"], pyproject=pyproject)
-    with pytest.raises(SpecError, match=r"versions\.9\.base_python") as one:
+    with pytest.raises(SpecError, match=r"base of TensorFlow 2\.12\.0") as one:
         spec.check_base_python(loaded, ["2.12.0"], pyproject=pyproject)
-    assert "versions.8" not in str(one.value)
+    assert "2.13.0" not in str(one.value)
 
 
 @pytest.mark.parametrize("requires", [">=3.8", ">=3.8,<3.14", "~=3.8", None])
 def test_base_python_allowed_by_the_runtime(tmp_path: Path, requires: str | None) -> None:
-    loaded = spec_with_pythons(tmp_path, {"2.13.0": "3.8", "2.12.0": "3.8"})
+    loaded = spec_with_pythons(tmp_path, {})
     spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, requires))
 
 
 def test_base_python_above_the_runtime_ceiling(tmp_path: Path) -> None:
-    loaded = spec_with_pythons(tmp_path, {"2.21.0": "3.13"})
-    with pytest.raises(SpecError, match=r"versions\.0\.base_python: 3\.13 .*'>=3\.9,<3\.13'"):
+    loaded = spec_with_pythons(tmp_path, {NEW: "3.13"})
+    with pytest.raises(SpecError, match=rf"recipes\.{NEW}\.python: 3\.13 .*'>=3\.9,<3\.13'"):
         spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, ">=3.9,<3.13"))
 
 
 def test_unreadable_requires_python_is_named(tmp_path: Path) -> None:
     loaded = spec_with_pythons(tmp_path, {})
-    with pytest.raises(SpecError, match=r"requires-python: '>=3\.9b1': cannot compare"):
-        spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, ">=3.9b1"))
+    with pytest.raises(SpecError, match=r"requires-python: '>=3\.9 and <4' is not a PEP 440"):
+        spec.check_base_python(loaded, pyproject=runtime_pyproject(tmp_path, ">=3.9 and <4"))
     with pytest.raises(SpecError, match="cannot be read"):
         spec.check_base_python(loaded, pyproject=tmp_path / "missing.toml")
 
@@ -176,7 +204,7 @@ def test_unreadable_requires_python_is_named(tmp_path: Path) -> None:
         ("3.8", ">=3.9", False), ("3.9", ">=3.9", True), ("3.13", ">=3.9,<3.13", False),
         ("3.12", ">=3.9,<3.13", True), ("3.10", "!=3.10.*", False), ("3.11", "!=3.10.*", True),
         ("3.8", "==3.8.*", True), ("3.9", "~=3.8", True), ("3.8", "~=3.8.1", False),
-        ("3.8", ">3.8", False), ("3.8", "<=3.8", True), ("3.11", " >= 3.9 , ", True),
+        ("3.8", ">3.8", False), ("3.8", "<=3.8", True), ("3.11", " >= 3.9 ", True),
     ],
 )  # fmt: skip
 def test_python_satisfies(python: str, requires: str, ok: bool) -> None:
@@ -187,16 +215,16 @@ def test_build_fails_early_on_a_base_the_runtime_does_not_support(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "spec").mkdir()
-    spec_with_pythons(tmp_path / "spec", {"2.13.0": "3.8"})
+    spec_with_pythons(tmp_path / "spec", {})
     monkeypatch.setattr(spec, "IMAGES_DIR", tmp_path / "spec")
     monkeypatch.setattr(spec, "RUNTIME_PYPROJECT", runtime_pyproject(tmp_path, ">=3.9"))
     assert cli.main(["build", "--dry-run", "2.13.0-gpu"]) == EXIT_SPEC
-    assert "versions.8.base_python: 3.8" in capsys.readouterr().err
+    assert f"recipes.{OLD}.python: 3.8" in capsys.readouterr().err
     # other images still build; bake writes its file and warns, --assemble refuses
     assert cli.main(["build", "--dry-run", "--json", "2.14.0-gpu"]) == 0
     assert cli.main(["bake", "2.13.0-gpu"]) == 0
     captured = capsys.readouterr()
-    assert "2_13_0-gpu" in captured.out and "versions.8.base_python" in captured.err
+    assert "2_13_0-gpu" in captured.out and f"recipes.{OLD}.python" in captured.err
     contexts = tmp_path / "contexts"
     assert cli.main(["bake", "2.13.0-gpu", "--assemble", "--contexts", str(contexts)]) == EXIT_SPEC
     assert not contexts.exists()

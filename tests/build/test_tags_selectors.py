@@ -88,7 +88,7 @@ def test_bad_selectors(selector: str) -> None:
 def test_short_tag_only_on_the_newest_patch_of_a_minor(tmp_path: Path) -> None:
     # two patches of 2.15 offered: `2.15-gpu` must name 2.15.1, not both (the one built last
     # would take it, and the catalog builds newest first)
-    for name in ("matrix.yaml", "images.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml"):
         shutil.copy(spec.IMAGES_DIR / name, tmp_path / name)
     matrix_path, images_path = tmp_path / "matrix.yaml", tmp_path / "images.yaml"
     data = yaml.safe_load(matrix_path.read_text())
@@ -96,8 +96,12 @@ def test_short_tag_only_on_the_newest_patch_of_a_minor(tmp_path: Path) -> None:
     matrix_path.write_text(yaml.safe_dump(data))
     data = yaml.safe_load(images_path.read_text())
     index = [v["version"] for v in data["versions"]].index("2.15.0")
-    data["versions"].insert(index, {"version": "2.15.1", "base_python": "3.11"})
+    data["versions"].insert(index, {"version": "2.15.1"})
     images_path.write_text(yaml.safe_dump(data))
+    bases_path = tmp_path / "bases.yaml"
+    data = yaml.safe_load(bases_path.read_text())
+    data["versions"]["2.15.1"] = data["versions"]["2.15.0"]
+    bases_path.write_text(yaml.safe_dump(data))
     by_name = {image.name: image for image in catalog.images(spec.load(tmp_path))}
     assert "tfgpu/tensorflow:2.15-gpu" in by_name["2.15.1-gpu"].tags()
     assert "tfgpu/tensorflow:2.15-gpu" not in by_name["2.15.0-gpu"].tags()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tfgpu_kit import bake, catalog, selectors
 from tfgpu_kit import spec as specs
-from tfgpu_kit.commands.build import assemble_contexts, buildargs
+from tfgpu_kit.commands.build import buildargs, iter_contexts
 from tfgpu_kit.errors import SpecError
 
 NAME = "bake"
@@ -47,14 +47,18 @@ def run(args: argparse.Namespace) -> int:
             raise
         # only a file is written: say which targets would fail to build, and write it
         log.warning("%s\n  (written anyway; building those targets would fail)", error)
+    cuda_wheels_mib: dict[str, float] = {}
     if args.assemble:
-        assemble_contexts(spec, images, args.contexts)
+        for image, ctx in iter_contexts(spec, images, args.contexts):
+            if image.gap.wheels:
+                cuda_wheels_mib[image.name] = ctx.cuda_wheels_mib
     data = bake.bake_file(
         images,
         contexts=args.contexts,
         registry=args.registry,
         base_registry=args.base_registry,
         buildargs=buildargs(base_digest=None),
+        cuda_wheels_mib=cuda_wheels_mib,
     )
     text = json.dumps(data, indent=2) + "\n"
     if args.out:

@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, selectors
+from tfgpu_kit import catalog, context, selectors, wheellock
 from tfgpu_kit import matrix as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image
-from tfgpu_kit.errors import EXIT_FAILED
+from tfgpu_kit.errors import EXIT_FAILED, SpecError
 from tfgpu_kit.output import print_json, table
-from tfgpu_kit.spec import ROOT
+from tfgpu_kit.spec import ROOT, CudaSource
 from tfgpu_kit.versions import parse_driver
 
 NAME = "build"
@@ -55,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="keep the build contexts in this directory (default: a temporary one)",
     )
+    parser.add_argument(
+        "--cuda-source",
+        choices=[source.value for source in CudaSource],
+        help="where the images' CUDA libraries come from: auto (the base's when enough for its"
+        " TensorFlow, else the [and-cuda] wheels), base, or wheels; default: images.yaml's"
+        " cuda_source",
+    )
     parser.add_argument("--json", action="store_true", help="the final table (or dry run) as JSON")
 
 
@@ -72,15 +81,18 @@ def _git(*command: str) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def buildargs(*, base_digest: str | None) -> dict[str, str]:
+def buildargs(*, base_digest: str | None, cuda_wheels_mib: float | None = None) -> dict[str, str]:
     """The per-build ARGs of the Dockerfiles (BASE_REGISTRY is added per image)."""
-    created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    return {
+    created = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
+    args = {
         "TFGPU_CREATED": created,
         "TFGPU_REVISION": _git("rev-parse", "HEAD") or "unknown",
         "TFGPU_SOURCE": _git("remote", "get-url", "origin") or "unknown",
         "TFGPU_BASE_DIGEST": base_digest or "unknown",
     }
+    if cuda_wheels_mib is not None:
+        args["TFGPU_CUDA_WHEELS_MIB"] = f"{cuda_wheels_mib:.0f}"
+    return args
 
 
 def refuse_for_driver(
@@ -107,27 +119,37 @@ def refuse_for_driver(
     return []
 
 
-def assemble_contexts(spec: specs.Spec, images: list[Image], root: Path) -> dict[str, Path]:
-    """Build contexts for `images` under root/<image name>; the runtime wheel is built once."""
-    from tfgpu_kit import context, render
+def iter_contexts(
+    spec: specs.Spec, images: list[Image], root: Path
+) -> Iterator[tuple[Image, context.Context]]:
+    """Assemble the build context of each image under root/<image name>, one at a time (an
+    image that adds NVIDIA's CUDA wheels has gigabytes of them); the runtime wheel is built once."""
+    from tfgpu_kit import render
 
+    lock = wheellock.load()
+    if missing := [pin for image in images for pin in image.gap.wheels if pin not in lock.wheels]:
+        raise SpecError(
+            f"{wheellock.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
+            hint="run `build.py lock` after changing and_cuda in images/matrix.yaml",
+        )
     root.mkdir(parents=True, exist_ok=True)
-    wheel_dir = root / ".runtime-wheel"
-    wheel = context.build_runtime_wheel(wheel_dir)
+    wheel = context.build_runtime_wheel(root / ".runtime-wheel")
     log.info("runtime wheel %s", wheel.name)
-    paths = {}
     for image in images:
-        text = render.render_image(spec, image)
         ctx = context.assemble(
             image,
-            text,
+            render.render_image(spec, image),
             root / image.name,
             runtime_wheel=wheel,
             runtime_extras=list(spec.images.runtime_extras),
+            lock=lock,
         )
         log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
-        paths[image.name] = ctx.path
-    return paths
+        if image.gap.wheels:
+            log.info(
+                "%s: %s; %.0f MiB unpacked", image.name, image.gap.describe(), ctx.cuda_wheels_mib
+            )
+        yield image, ctx
 
 
 def _base_registry(image: Image, override: str | None) -> str:
@@ -148,6 +170,7 @@ def dry_run(images: list[Image], args: argparse.Namespace) -> int:
                 "base": f"{_base_registry(image, args.base_registry)}/{image.base_ref}",
                 "tags": image.tags(registry=args.registry),
                 "push": bool(args.push),
+                "cuda": image.gap.as_json(),
             }
         )
     if args.json:
@@ -155,10 +178,15 @@ def dry_run(images: list[Image], args: argparse.Namespace) -> int:
     else:
         table(
             "dry run: would build",
-            ["image", "base", "tags"],
+            ["image", "base", "CUDA", "tags"],
             [
-                [str(r["image"]), str(r["base"]), "\n".join(image.tags(registry=args.registry))]
-                for r, image in zip(rows, images)
+                [
+                    str(r["image"]),
+                    str(r["base"]),
+                    f"{image.gap.source.value}: {image.gap.describe()}",
+                    "\n".join(image.tags(registry=args.registry)),
+                ]
+                for r, image in zip(rows, images, strict=True)
             ],
         )
     log.info("dry run: %d image(s), nothing built", len(rows))
@@ -173,14 +201,28 @@ class Built:
     size: int
     added: int | None
     seconds: float
+    cuda_wheels_mib: float = 0.0  # unpacked size of the NVIDIA wheels the image adds
+
+    @property
+    def budget_mib(self) -> float:
+        """What the image may add to its base: the variant's budget for the kit's own layers,
+        plus the NVIDIA wheels' unpacked size when it adds them."""
+        return self.image.variant.max_added_mib + self.cuda_wheels_mib
 
 
 _MIB = 1024 * 1024
-TABLE_COLUMNS = ["image", "tags", "size", "added to base", "duration"]
+TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
 
 
 def _added_mib(b: Built) -> float | None:
     return b.added / _MIB if b.added is not None else None
+
+
+def _cuda_cell(b: Built) -> str:
+    gap = b.image.gap
+    if gap.wheels:
+        return f"wheels: CUDA {gap.cuda}, cuDNN {gap.cudnn} ({b.cuda_wheels_mib:.0f} MiB)"
+    return f"base: CUDA {gap.cuda}, cuDNN {gap.cudnn}"
 
 
 def json_rows(results: list[Built]) -> list[dict[str, object]]:
@@ -193,8 +235,14 @@ def json_rows(results: list[Built]) -> list[dict[str, object]]:
                 "image": b.image.name,
                 "id": b.image_id,
                 "tags": b.tags,
+                "cuda_source": b.image.gap.source.value,
+                "cuda": str(b.image.gap.cuda),
+                "cudnn": str(b.image.gap.cudnn),
+                "cuda_wheels": list(b.image.gap.wheels),
+                "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
                 "size_mib": round(b.size / _MIB, 1),
                 "added_mib": round(added, 2) if added is not None else None,
+                "budget_mib": round(b.budget_mib, 2),
                 "seconds": round(b.seconds, 1),
             }
         )
@@ -211,8 +259,10 @@ def table_rows(results: list[Built]) -> list[list[str]]:
             [
                 b.image.name,
                 "\n".join(b.tags),
+                _cuda_cell(b),
                 f"{b.size / _MIB:.1f} MiB",
                 f"{added:.2f} MiB" if added is not None else "?",
+                f"{b.budget_mib:.2f} MiB",
                 f"{b.seconds:.1f} s",
             ]
         )
@@ -220,14 +270,20 @@ def table_rows(results: list[Built]) -> list[list[str]]:
 
 
 def over_budget(results: list[Built]) -> list[str]:
-    """Images whose layers add more to their base than the variant's max_added_mib."""
+    """Images that add more to their base than their budget (Built.budget_mib)."""
     problems = []
     for b in results:
-        budget = b.image.variant.max_added_mib
         added = _added_mib(b)
-        if added is not None and added > budget:
+        if added is not None and added > b.budget_mib:
+            extra = (
+                f" = {b.image.variant.max_added_mib:g} MiB for the kit"
+                f" + {b.cuda_wheels_mib:.2f} MiB of NVIDIA wheels"
+                if b.cuda_wheels_mib
+                else ""
+            )
             problems.append(
-                f"{b.image.name} adds {added:.2f} MiB to its base (budget {budget:g} MiB)"
+                f"{b.image.name} adds {added:.2f} MiB to its base"
+                f" (budget {b.budget_mib:.2f} MiB{extra})"
             )
     return problems
 
@@ -245,7 +301,7 @@ def report(results: list[Built], *, as_json: bool) -> int:
 
 
 def _build_one(
-    spec: specs.Spec, client: Any, image: Image, ctx: Path, args: argparse.Namespace
+    spec: specs.Spec, client: Any, image: Image, ctx: context.Context, args: argparse.Namespace
 ) -> Built:
     from tfgpu_kit import dockerbuild
 
@@ -260,11 +316,14 @@ def _build_one(
         )
     else:
         log.info("%s: base %s present locally (%s)", image.name, base_ref, base.short_id)
-    bargs = buildargs(base_digest=dockerbuild.repo_digest(base) if base is not None else None)
+    bargs = buildargs(
+        base_digest=dockerbuild.repo_digest(base) if base is not None else None,
+        cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
+    )
     bargs["BASE_REGISTRY"] = _base_registry(image, args.base_registry)
     first = image.tags(registry=args.registry)[0]
     image_id = dockerbuild.build(
-        client, ctx, label=image.name, tag=first, buildargs=bargs, no_cache=args.no_cache
+        client, ctx.path, label=image.name, tag=first, buildargs=bargs, no_cache=args.no_cache
     )
     python = dockerbuild.python_version(client, image_id)
     if python != image.base_python:
@@ -284,7 +343,7 @@ def _build_one(
     if args.push:
         for ref in tags:
             dockerbuild.push(client, ref)
-    return Built(image, image_id, tags, size, added, timer.seconds)
+    return Built(image, image_id, tags, size, added, timer.seconds, ctx.cuda_wheels_mib)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -293,7 +352,10 @@ def run(args: argparse.Namespace) -> int:
     spec = specs.load()
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything.
-    images = selectors.select(catalog.images(spec), args.selectors, default=("latest",))
+    override = CudaSource(args.cuda_source) if args.cuda_source else None
+    images = selectors.select(
+        catalog.images(spec, cuda_source=override), args.selectors, default=("latest",)
+    )
     # before anything is fetched or built: a base whose Python the runtime does not support
     # would only fail at pip install, deep in the Docker build
     specs.check_base_python(spec, {image.tensorflow for image in images})
@@ -313,10 +375,12 @@ def run(args: argparse.Namespace) -> int:
     from tfgpu_kit.commands.verify import verify_images
 
     client = dockerbuild.client()
+    results = []
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
-        root = args.contexts or Path(tmp)
-        contexts = assemble_contexts(spec, images, root)
-        results = [_build_one(spec, client, image, contexts[image.name], args) for image in images]
+        for image, ctx in iter_contexts(spec, images, args.contexts or Path(tmp)):
+            results.append(_build_one(spec, client, image, ctx, args))
+            if args.contexts is None:  # a temporary context is not kept (gigabytes of wheels)
+                shutil.rmtree(ctx.path)
 
     status = report(results, as_json=args.json)
     if args.verify:

@@ -1,0 +1,163 @@
+"""What an official base image lacks for its TensorFlow, and where the image's CUDA comes from.
+
+The official `tensorflow/tensorflow:X-gpu` images ship system CUDA and cuDNN from apt and a plain
+`pip install tensorflow` (images/bases.yaml). TensorFlow loads whatever CUDA and cuDNN it finds, and
+refuses the GPU when they do not fit its build: it needs the CUDA libraries of its CUDA major, and a
+cuDNN of the same major whose minor is not lower than the one it was compiled with ("Loaded runtime
+CuDNN library: … CuDNN library needs to have matching major version and equal or higher minor
+version"). The kit applies the same rule to the CUDA runtime: libraries older than the build's CUDA
+release may lack functions the build calls.
+
+Where the base falls short, the image installs the NVIDIA wheels of TensorFlow's own `[and-cuda]`
+extra (images/matrix.yaml `and_cuda`: one CUDA release), as `pip install tensorflow[and-cuda]`
+would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfgpu_kit.errors import SpecError
+from tfgpu_kit.spec import CudaSource, Spec
+from tfgpu_kit.versions import Version
+
+
+@dataclass(frozen=True)
+class Component:
+    """One library family compared: what TensorFlow needs against what the base ships."""
+
+    name: str  # "CUDA" or "cuDNN"
+    needed: Version  # the build's version (CUDA 12.5.1, cuDNN 9.3)
+    base_has: Version
+    ok: bool
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"{self.name} {self.base_has}"
+        if self.base_has.major != self.needed.major:
+            return f"{self.name} {self.needed.major} (has {self.base_has})"
+        return f"{self.name} {self.needed.major_minor} or newer (has {self.base_has})"
+
+
+def cuda_fits(needed: Version, has: Version) -> bool:
+    """The same CUDA major, not older than the build's major.minor."""
+    return has.major == needed.major and (has.major, has.minor) >= (needed.major, needed.minor)
+
+
+def cudnn_fits(needed: Version, has: Version) -> bool:
+    """TensorFlow's rule: the same cuDNN major, a minor not lower than the build's."""
+    return has.major == needed.major and has.minor >= needed.minor
+
+
+def wheel_version(pins: list[str], prefix: str) -> Version | None:
+    """The version pinned for the first wheel whose name starts with `prefix`."""
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        if name.startswith(prefix):
+            return Version.parse(version)
+    return None
+
+
+@dataclass(frozen=True)
+class Gap:
+    """The comparison for one TensorFlow version and the decision it leads to."""
+
+    tensorflow: str
+    recipe: str  # bases.yaml recipe of the base
+    components: tuple[Component, ...]
+    setting: CudaSource  # what images.yaml (or --cuda-source) asked for
+    source: CudaSource  # BASE or WHEELS: where the image's CUDA libraries come from
+    wheels: tuple[str, ...]  # the pins the image installs (empty when source is BASE)
+    cuda: Version  # the CUDA toolkit release of the libraries TensorFlow will load
+    cudnn: Version  # the cuDNN TensorFlow will load (major.minor.patch)
+
+    @property
+    def base_enough(self) -> bool:
+        return all(c.ok for c in self.components)
+
+    @property
+    def works(self) -> bool:
+        """Whether TensorFlow can use the GPU with the libraries the image ends up with."""
+        return self.base_enough or self.source is CudaSource.WHEELS
+
+    def describe(self) -> str:
+        """One line, e.g. `base lacks cuDNN 9 (has 8.9.6): the image adds 12 NVIDIA wheels …`."""
+        if self.base_enough:
+            provides = ", ".join(c.describe() for c in self.components)
+            text = f"base provides {provides}"
+            if self.source is CudaSource.WHEELS:
+                text += f" (cuda_source: wheels: the image adds {self._wheels_text()} anyway)"
+            return text
+        lacks = " and ".join(c.describe() for c in self.components if not c.ok)
+        if self.source is CudaSource.WHEELS:
+            return f"base lacks {lacks}: the image adds {self._wheels_text()}"
+        return (
+            f"base lacks {lacks}: cuda_source: base adds nothing, so TensorFlow {self.tensorflow}"
+            " will not use the GPU in this image"
+        )
+
+    def _wheels_text(self) -> str:
+        return (
+            f"{len(self.wheels)} NVIDIA wheels of tensorflow[and-cuda]=={self.tensorflow}"
+            f" (CUDA {self.cuda}, cuDNN {self.cudnn})"
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "base_recipe": self.recipe,
+            "base_provides": self.base_enough,
+            "components": [
+                {
+                    "name": c.name,
+                    "needed": str(c.needed),
+                    "base_has": str(c.base_has),
+                    "ok": c.ok,
+                }
+                for c in self.components
+            ],
+            "cuda_source_setting": self.setting.value,
+            "cuda_source": self.source.value,
+            "wheels": list(self.wheels),
+            "cuda": str(self.cuda),
+            "cudnn": str(self.cudnn),
+            "summary": self.describe(),
+        }
+
+
+def assess(spec: Spec, tensorflow: str, *, override: CudaSource | None = None) -> Gap:
+    """Compare the official base of `tensorflow` with its build and decide the CUDA source.
+
+    `override` (build.py --cuda-source) wins over images.yaml's cuda_source. Raises SpecError
+    when the wheels are needed or asked for but TensorFlow has no `[and-cuda]` extra to take them
+    from."""
+    build = spec.matrix.tensorflow[tensorflow]
+    recipe_name = spec.bases.versions[tensorflow].recipe
+    recipe = spec.bases.recipes[recipe_name]
+    needed_cuda, needed_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
+    base_cuda, base_cudnn = Version.parse(recipe.cuda), Version.parse(recipe.cudnn)
+    components = (
+        Component("CUDA", needed_cuda, base_cuda, cuda_fits(needed_cuda, base_cuda)),
+        Component("cuDNN", needed_cudnn, base_cudnn, cudnn_fits(needed_cudnn, base_cudnn)),
+    )
+    setting = override or spec.cuda_source(tensorflow)
+    base_enough = all(c.ok for c in components)
+    if setting is CudaSource.AUTO:
+        source = CudaSource.BASE if base_enough else CudaSource.WHEELS
+    else:
+        source = setting
+    if source is CudaSource.BASE:
+        return Gap(tensorflow, recipe_name, components, setting, source, (), base_cuda, base_cudnn)
+    pins = list(build.and_cuda)
+    cudnn_wheel = wheel_version(pins, "nvidia-cudnn-")
+    if not pins or cudnn_wheel is None:
+        why = "cuda_source is wheels" if base_enough else "its base lacks CUDA libraries"
+        raise SpecError(
+            f"TensorFlow {tensorflow}: {why}, but matrix.yaml lists no [and-cuda] wheels for it"
+            f" (tensorflow.{tensorflow}.and_cuda)",
+            hint="TensorFlow before 2.14 has no [and-cuda] extra: use cuda_source: base",
+        )
+    # major.minor.patch of the wheel's version (9.3.0.75 -> 9.3.0)
+    cudnn = Version.parse(".".join(str(p) for p in (*cudnn_wheel.parts, 0, 0)[:3]))
+    return Gap(
+        tensorflow, recipe_name, components, setting, source, tuple(pins), needed_cuda, cudnn
+    )
