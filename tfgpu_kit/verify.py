@@ -1,21 +1,43 @@
-"""Comparing what an image really holds (the runtime's `tfgpu check --json`, its labels and ENV)
-with
-the matrix. Pure functions over plain data, so the comparison is tested on JSON fixtures; the
-Docker part
-(running the check in a container without a GPU) is `collect`."""
+"""Comparing what an image really holds with the matrix, and asking TensorFlow itself.
+
+Two runs of the image, no GPU, no network:
+1. `tfgpu check --json` (the runtime of the checkout, mounted, when the image has none: an official
+   base, or a team's image built FROM one): TensorFlow's build, the CUDA/cuDNN libraries its dlopen
+   would load and their versions against TensorFlow's rule, the hook, the settings;
+2. the GPU probe: `import tensorflow` with the tests' fake NVIDIA driver mounted at
+   /usr/local/nvidia/lib64 (on LD_LIBRARY_PATH in the official bases, where the NVIDIA runtime puts
+   the real one). TensorFlow then goes as far as it would on a GPU: it loads every CUDA library it
+   needs and registers the device ("Created device …"), or refuses and says why. Its verdict is
+   the one that counts: a list of libraries can miss what TensorFlow checks.
+
+The comparison is pure functions over plain data (tested on JSON fixtures); `collect` does the
+Docker part."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tfgpu_kit import matrix
-from tfgpu_kit.spec import Spec
+from tfgpu_kit.spec import ROOT, CudaSource, Spec
 from tfgpu_kit.versions import Version
 
 CHECK_TIMEOUT_S = 300
+PROBE_TIMEOUT_S = 300
+RUNTIME_SOURCE = ROOT / "entrypoint" / "src"
+RUNTIME_MOUNT = "/opt/tfgpu-verify/src"  # where the checkout's runtime goes in an image without it
+FAKE_DRIVER_MOUNT = "/usr/local/nvidia/lib64"
+CREATED = re.compile(r"Created device /job:localhost/replica:0/task:0/device:GPU:\d+ with \d+ MB")
+# TensorFlow's own lines that say why it did not register a GPU (quoted when it refuses)
+REFUSAL = re.compile(
+    r"Could not load dynamic library|Cannot dlopen some GPU libraries|Skipping registering GPU"
+    r"|Loaded runtime CuDNN library|CuDNN library needs|cuInit|failed call to|CUDA_ERROR|"
+    r"Could not find cuda drivers|Unable to register"
+)
 
 
 @dataclass(frozen=True)
@@ -26,21 +48,41 @@ class Check:
 
 
 @dataclass(frozen=True)
+class GpuProbe:
+    """What TensorFlow logged with the fake driver mounted (collect's second run)."""
+
+    registered: bool  # a "Created device …GPU:N with M MB" line
+    lines: tuple[str, ...]  # the Created line(s), or TensorFlow's refusal lines
+    error: str | None = None  # the probe could not run (no gcc, the engine): says why
+
+
+@dataclass(frozen=True)
 class Observed:
-    """What the image holds: its labels, its ENV and the runtime's report (None if it gave none)."""
+    """What the image holds: its labels, its ENV, the runtime's report (None if it gave none) and
+    the GPU probe (None when it was not run)."""
 
     labels: dict[str, str]
     env: dict[str, str]
     report: dict[str, Any] | None
     report_error: str | None = None
+    gpu: GpuProbe | None = None
+
+    @property
+    def kit_image(self) -> bool:
+        return "io.tfgpu.tensorflow" in self.labels
 
 
 def expected_labels(req: matrix.Requirements, variant: str) -> dict[str, str]:
+    assert req.gap is not None
     return {
         "io.tfgpu.tensorflow": req.tensorflow,
         "io.tfgpu.variant": variant,
         "io.tfgpu.cuda": str(req.cuda),
         "io.tfgpu.cudnn": str(req.cudnn),
+        "io.tfgpu.cuda.source": req.gap.source.value,
+        "io.tfgpu.cuda.wheels": " ".join(req.gap.wheels),
+        "io.tfgpu.tensorflow.cuda": str(req.build_cuda),
+        "io.tfgpu.tensorflow.cudnn": str(req.build_cudnn),
         "io.tfgpu.driver.min": str(req.driver_min),
         "io.tfgpu.driver.min-compat": str(req.compat_floor),
         "org.opencontainers.image.version": f"{req.tensorflow}-{variant}",
@@ -65,49 +107,63 @@ def _major(text: object) -> int | None:
         return None
 
 
-def _library_problem(lib: dict[str, Any], req: matrix.Requirements) -> str:
+def _library_problem(lib: dict[str, Any], tf: str, build_cuda: str, build_cudnn: str) -> str:
     name = str(lib.get("name", "?"))
     soname = str(lib.get("soname", name))
-    tf = req.tensorflow
+    error = f" ({lib['error']})" if lib.get("error") else ""
+    if lib.get("loaded"):  # loaded, but TensorFlow's version rule refuses it
+        return f"{soname} at {lib.get('path')} is version {lib.get('version')}{error}"
     if name == "cudnn":
-        lack = f"the image lacks cuDNN {req.cudnn.major} that TensorFlow {tf} was built for"
+        lack = f"the image lacks cuDNN {_major(build_cudnn)} that TensorFlow {tf} was built for"
     elif name == "cudart":
         lack = (
-            f"the image lacks the CUDA {req.cuda.major} runtime that TensorFlow {tf} was built for"
+            f"the image lacks the CUDA {_major(build_cuda)} runtime that TensorFlow {tf} was"
+            " built for"
         )
     else:
-        lack = f"the image lacks {name} of CUDA {req.cuda.major} that TensorFlow {tf} needs"
-    error = f" ({lib['error']})" if lib.get("error") else ""
+        lack = f"the image lacks {name} of CUDA {_major(build_cuda)} that TensorFlow {tf} needs"
     return f"{soname} cannot be loaded: {lack}{error}"
 
 
-def compare(spec: Spec, observed: Observed) -> list[Check]:
-    """Every check, passing or not, in a stable order."""
-    checks: list[Check] = []
+def _identity(spec: Spec, observed: Observed) -> tuple[str | None, list[Check]]:
+    """The image's TensorFlow version (label, else the report's), or a failing check."""
+    report = observed.report or {}
     tf = observed.labels.get("io.tfgpu.tensorflow") or observed.env.get("TFGPU_IMAGE_TF")
-    variant = observed.labels.get("io.tfgpu.variant", "?")
     if not tf:
-        return [Check("image", False, "not built by this kit: no io.tfgpu.tensorflow label")]
+        tf = (report.get("tensorflow") or {}).get("version")
+        if not tf:
+            why = observed.report_error or "TensorFlow cannot be imported"
+            return None, [Check("image", False, f"no TensorFlow version found: {why}")]
     if tf not in spec.matrix.tensorflow:
-        return [Check("image", False, f"TensorFlow {tf} is not in images/matrix.yaml")]
-    req = matrix.requirements(spec, tf)
-    build = spec.matrix.tensorflow[tf]
+        return None, [Check("image", False, f"TensorFlow {tf} is not in images/matrix.yaml")]
+    if observed.kit_image:
+        return tf, []
+    return tf, [
+        Check("image", True, "not built by this kit: its TensorFlow, libraries and GPU checked")
+    ]
 
+
+def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
+    """Labels and ENV against the requirements of the CUDA source the image says it used."""
+    source = observed.labels.get("io.tfgpu.cuda.source", CudaSource.AUTO.value)
+    try:
+        override = CudaSource(source)
+    except ValueError:
+        return [Check("label io.tfgpu.cuda.source", False, f"{source!r}: not base or wheels")]
+    req = matrix.requirements(spec, tf, override=override)
+    variant = observed.labels.get("io.tfgpu.variant", "?")
+    checks = []
     for key, want in expected_labels(req, variant).items():
         have = observed.labels.get(key)
         checks.append(Check(f"label {key}", have == want, f"{have!r}, expected {want!r}"))
     for key, want in expected_env(req).items():
         have = observed.env.get(key)
         checks.append(Check(f"env {key}", have == want, f"{have!r}, expected {want!r}"))
+    return checks
 
-    report = observed.report
-    if report is None:
-        checks.append(
-            Check("tfgpu check", False, f"the runtime gave no report: {observed.report_error}")
-        )
-        return checks
-    checks.append(Check("tfgpu check", True, f"tfgpu {report.get('tfgpu_version', '?')}"))
 
+def _build_checks(spec: Spec, tf: str, report: dict[str, Any]) -> list[Check]:
+    build = spec.matrix.tensorflow[tf]
     python = str(report.get("python", "?"))
     low, high = (Version.parse(v) for v in build.python)
     try:
@@ -115,19 +171,8 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
         py_ok = low <= py <= high
     except ValueError:
         py_ok = False
-    checks.append(Check("python", py_ok, f"{python}; TensorFlow {tf} supports {low}–{high}"))
-
+    checks = [Check("python", py_ok, f"{python}; TensorFlow {tf} supports {low}–{high}")]
     tensorflow = report.get("tensorflow") or {}
-    if not tensorflow.get("importable"):
-        checks.append(
-            Check(
-                "tensorflow import",
-                False,
-                f"TensorFlow cannot be imported: {tensorflow.get('error')}",
-            )
-        )
-        checks.append(_self_check(report))
-        return checks
     version = tensorflow.get("version")
     checks.append(Check("tensorflow version", version == tf, f"{version}, expected {tf}"))
     cuda_build = tensorflow.get("is_cuda_build") is True
@@ -141,35 +186,78 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
         )
     )
     cuda = tensorflow.get("cuda_version")
+    want_cuda = Version.parse(build.cuda)
     try:
-        cuda_ok = cuda is not None and Version.parse(str(cuda)).major_minor == req.cuda.major_minor
+        cuda_ok = cuda is not None and Version.parse(str(cuda)).major_minor == want_cuda.major_minor
     except ValueError:
         cuda_ok = False
-    checks.append(Check("cuda version", cuda_ok, f"built for {cuda}, matrix says {req.cuda}"))
+    checks.append(Check("cuda version", cuda_ok, f"built for {cuda}, matrix says {build.cuda}"))
     cudnn = tensorflow.get("cudnn_version")
-    cudnn_ok = _major(cudnn) == req.cudnn.major
-    checks.append(Check("cudnn version", cudnn_ok, f"built for {cudnn}, matrix says {req.cudnn}"))
-
+    cudnn_ok = _major(cudnn) == Version.parse(build.cudnn).major
+    checks.append(Check("cudnn version", cudnn_ok, f"built for {cudnn}, matrix says {build.cudnn}"))
     libraries = report.get("libraries") or []
     if cuda_build and not libraries:
         checks.append(Check("libraries", False, "the runtime listed no CUDA libraries to load"))
     for lib in libraries:
-        loaded = lib.get("loaded") is True
-        detail = str(lib.get("path")) if loaded else _library_problem(lib, req)
-        checks.append(Check(f"library {lib.get('soname', lib.get('name'))}", loaded, detail))
-
-    hook = report.get("hook") or {}
-    hook_ok = hook.get("installed") is True and hook.get("active") is True
-    checks.append(
-        Check(
-            "runtime hook",
-            hook_ok,
-            f"{hook.get('pth')} active" if hook_ok else f"hook not active: {json.dumps(hook)}",
+        ok = lib.get("loaded") is True and not lib.get("error")
+        detail = (
+            f"{lib.get('path')} ({lib.get('version') or 'loaded'})"
+            if ok
+            else _library_problem(lib, tf, build.cuda, build.cudnn)
         )
-    )
-    checks.append(_applied(report))
-    checks.append(_self_check(report))
+        checks.append(Check(f"library {lib.get('soname', lib.get('name'))}", ok, detail))
     return checks
+
+
+def compare(spec: Spec, observed: Observed) -> list[Check]:
+    """Every check, passing or not, in a stable order."""
+    tf, checks = _identity(spec, observed)
+    if tf is None:
+        return checks
+    if observed.kit_image:
+        checks += _label_checks(spec, tf, observed)
+    report = observed.report
+    if report is None:
+        checks.append(
+            Check("tfgpu check", False, f"the runtime gave no report: {observed.report_error}")
+        )
+        return checks + _gpu_check(observed.gpu)
+    checks.append(Check("tfgpu check", True, f"tfgpu {report.get('tfgpu_version', '?')}"))
+    tensorflow = report.get("tensorflow") or {}
+    if not tensorflow.get("importable"):
+        checks.append(
+            Check(
+                "tensorflow import",
+                False,
+                f"TensorFlow cannot be imported: {tensorflow.get('error')}",
+            )
+        )
+        return [*checks, _self_check(report)]
+    checks += _build_checks(spec, tf, report)
+    if observed.kit_image:
+        checks.append(_hook(report))
+        checks.append(_applied(report))
+    checks.append(_self_check(report))
+    return checks + _gpu_check(observed.gpu)
+
+
+def _hook(report: dict[str, Any]) -> Check:
+    hook = report.get("hook") or {}
+    ok = hook.get("installed") is True and hook.get("active") is True
+    detail = f"{hook.get('pth')} active" if ok else f"hook not active: {json.dumps(hook)}"
+    return Check("runtime hook", ok, detail)
+
+
+def _gpu_check(probe: GpuProbe | None) -> list[Check]:
+    """TensorFlow's own verdict with the fake driver; nothing when the probe was not asked for."""
+    if probe is None:
+        return []
+    if probe.error is not None:
+        return [Check("TensorFlow registers a GPU", False, f"the probe did not run: {probe.error}")]
+    if probe.registered:
+        return [Check("TensorFlow registers a GPU", True, "; ".join(probe.lines))]
+    said = "; ".join(probe.lines) or "no Created device line and no reason logged"
+    return [Check("TensorFlow registers a GPU", False, f"TensorFlow refused the GPU: {said}")]
 
 
 def _self_check(report: dict[str, Any]) -> Check:
@@ -227,8 +315,85 @@ def parse_report(stdout: str, image: str = "the image") -> tuple[dict[str, Any] 
     return None, f"no JSON object in the output of tfgpu check --json in {image}: {excerpt}"
 
 
-def collect(c: Any, ref: str) -> Observed:
-    """Run `tfgpu check --json` in the image (no GPU, no network) and read its labels and ENV."""
+def parse_probe(logs: str) -> GpuProbe:
+    """TensorFlow's verdict from the probe's output: its Created device lines, else its reasons."""
+    lines = [line.strip() for line in logs.splitlines()]
+    created = [line for line in lines if CREATED.search(line)]
+    if created:
+        return GpuProbe(True, tuple(created))
+    reasons = [line for line in lines if REFUSAL.search(line)]
+    return GpuProbe(False, tuple(dict.fromkeys(reasons))[:8])
+
+
+# The probe's program: initialise TensorFlow's runtime (which creates its devices) and list them.
+PROBE = "import tensorflow as tf; print(tf.config.list_logical_devices('GPU'))"
+
+
+def _run(c: Any, image_id: str, timeout: float, **kwargs: Any) -> tuple[int | None, str, str]:
+    """Run a container to completion; (exit code, stdout, stderr). The container is removed."""
+    import docker.errors
+
+    container = c.containers.create(image_id, network_disabled=True, **kwargs)
+    try:
+        container.start()
+        status = container.wait(timeout=timeout)
+        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        stderr_text = container.logs(stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            container.remove(force=True)
+    code = status.get("StatusCode") if isinstance(status, dict) else None
+    return code, stdout, stderr_text
+
+
+def _runtime_options(has_runtime: bool) -> dict[str, Any]:
+    """How to run `tfgpu check` in the image: its own, or the checkout's mounted read-only."""
+    if has_runtime:
+        return {"entrypoint": ["tfgpu", "check", "--json"], "command": []}
+    return {
+        "entrypoint": ["python3", "-m", "tfgpu", "check", "--json"],
+        "command": [],
+        "environment": {"PYTHONPATH": RUNTIME_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"},
+        "volumes": {str(RUNTIME_SOURCE): {"bind": RUNTIME_MOUNT, "mode": "ro"}},
+    }
+
+
+def probe_gpu(c: Any, image_id: str, env: dict[str, str], fake_driver: Path) -> GpuProbe:
+    """Run TensorFlow in the image with the fake driver mounted (docs/fakegpu.md)."""
+    from tfgpu_kit import fakegpu
+
+    ld_path = env.get("LD_LIBRARY_PATH", "")
+    if FAKE_DRIVER_MOUNT not in ld_path.split(":"):  # a base that does not list it
+        ld_path = ":".join(p for p in (FAKE_DRIVER_MOUNT, ld_path) if p)
+    environment = {
+        **fakegpu.environment([fakegpu.FakeCard("Fake A100-SXM4-16GB", 16384)]),
+        "LD_LIBRARY_PATH": ld_path,
+        "TF_CPP_MIN_LOG_LEVEL": "0",
+        # TensorFlow names each library it could not load only at this verbosity
+        "TF_CPP_VMODULE": "dso_loader=1",
+    }
+    try:
+        code, stdout, stderr_text = _run(
+            c,
+            image_id,
+            PROBE_TIMEOUT_S,
+            entrypoint=["python3", "-c", PROBE],
+            command=[],
+            environment=environment,
+            volumes={str(fake_driver): {"bind": FAKE_DRIVER_MOUNT, "mode": "ro"}},
+        )
+    except Exception as exc:  # the engine or the timeout
+        return GpuProbe(False, (), f"running TensorFlow with the fake driver failed: {exc}")
+    probe = parse_probe(stdout + stderr_text)
+    if not probe.registered and code not in (0, None):
+        tail = (stdout + stderr_text).strip().splitlines()[-3:]
+        probe = GpuProbe(False, probe.lines + tuple(tail), None)
+    return probe
+
+
+def collect(c: Any, ref: str, *, fake_driver: Path | None) -> Observed:
+    """Run `tfgpu check --json` in the image (no GPU, no network), read its labels and ENV, and,
+    with `fake_driver` (a directory from tfgpu_kit.fakegpu.build), probe TensorFlow's verdict."""
     import docker.errors
 
     from tfgpu_kit.errors import DockerError
@@ -242,28 +407,17 @@ def collect(c: Any, ref: str) -> Observed:
     config = image.attrs.get("Config") or {}
     labels = dict(config.get("Labels") or {})
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    gpu = probe_gpu(c, image.id, env, fake_driver) if fake_driver is not None else None
     try:
-        container = c.containers.create(
-            image.id,
-            entrypoint=["tfgpu", "check", "--json"],
-            command=[],
-            network_disabled=True,
+        code, stdout, stderr_text = _run(
+            c, image.id, CHECK_TIMEOUT_S, **_runtime_options("io.tfgpu.tensorflow" in labels)
         )
     except docker.errors.DockerException as exc:
-        raise DockerError(f"cannot create a container from {ref}: {exc}") from None
-    try:
-        container.start()
-        status = container.wait(timeout=CHECK_TIMEOUT_S)
-        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        stderr_text = container.logs(stdout=False, stderr=True).decode(errors="replace")
-    except Exception as exc:  # the engine or the timeout: reported as a missing report
-        return Observed(labels, env, None, f"running tfgpu check failed: {exc}")
-    finally:
-        with contextlib.suppress(docker.errors.DockerException):
-            container.remove(force=True)
+        raise DockerError(f"cannot run a container of {ref}: {exc}") from None
+    except Exception as exc:  # the timeout: reported as a missing report
+        return Observed(labels, env, None, f"running tfgpu check failed: {exc}", gpu)
     report, error = parse_report(stdout, ref)
     if report is None:
-        code = status.get("StatusCode") if isinstance(status, dict) else status
         tail = stderr_text.strip()[-300:]
         error = f"exit {code}; {error}" + (f"; stderr: {tail}" if tail else "")
-    return Observed(labels, env, report, error)
+    return Observed(labels, env, report, error, gpu)

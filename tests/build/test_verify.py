@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,14 @@ def test_complete_image_passes() -> None:
     assert failed(observed()) == []
 
 
+def library(report: dict[str, Any], soname: str) -> dict[str, Any]:
+    return next(lib for lib in report["libraries"] if lib["soname"] == soname)
+
+
 def test_missing_cudnn_is_named() -> None:
     report = copy.deepcopy(REPORT)
-    report["libraries"][2].update(
-        loaded=False, path=None, error="libcudnn.so.9: cannot open shared object file"
+    library(report, "libcudnn.so.9").update(
+        loaded=False, path=None, version=None, error="libcudnn.so.9: cannot open shared object file"
     )
     problems = failed(observed(report))
     assert len(problems) == 1
@@ -45,6 +50,26 @@ def test_missing_cudnn_is_named() -> None:
         "libcudnn.so.9 cannot be loaded: the image lacks cuDNN 9"
         " that TensorFlow 2.21.0 was built for" in problems[0]
     )
+
+
+def test_missing_cusolver_is_named() -> None:
+    """cuSOLVER is on no RUNPATH of TensorFlow 2.21: the runtime reports it missing unless the
+    image makes it findable; verify names it (TensorFlow would skip the GPU)."""
+    report = copy.deepcopy(REPORT)
+    library(report, "libcusolver.so.11").update(loaded=False, path=None, error="not found")
+    (problem,) = failed(observed(report))
+    assert problem.startswith("library libcusolver.so.11: libcusolver.so.11 cannot be loaded")
+    assert "cusolver of CUDA 12 that TensorFlow 2.21.0 needs" in problem
+
+
+def test_a_library_tensorflow_refuses_by_version_is_named() -> None:
+    report = copy.deepcopy(REPORT)
+    library(report, "libcudnn.so.9").update(
+        version="9.1.0",
+        error="Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.",
+    )
+    (problem,) = failed(observed(report))
+    assert "is version 9.1.0 (Loaded runtime CuDNN library: 9.1.0" in problem
 
 
 @pytest.mark.parametrize(
@@ -80,14 +105,46 @@ def test_labels_and_require_cuda_compared() -> None:
     assert any("label io.tfgpu.cudnn" in p for p in problems)
 
 
+def test_labels_are_judged_by_the_cuda_source_the_image_used() -> None:
+    """An image built with --cuda-source base says so; its labels must then name the base's
+    CUDA 12.3 and cuDNN 8.9.6 (what TensorFlow loads there), not the wheels'."""
+    base = matrix.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
+    labels = verify.expected_labels(base, "gpu")
+    assert labels["io.tfgpu.cuda"] == "12.3.1" and labels["io.tfgpu.cudnn"] == "8.9.6"
+    obs = verify.Observed(labels, verify.expected_env(base), copy.deepcopy(REPORT))
+    assert failed(obs) == []
+    wrong = verify.Observed(
+        {**labels, "io.tfgpu.cuda": "12.5.1"}, verify.expected_env(base), copy.deepcopy(REPORT)
+    )
+    assert failed(wrong) == ["label io.tfgpu.cuda: '12.5.1', expected '12.3.1'"]
+
+
 def test_no_report_and_foreign_image() -> None:
     obs = verify.Observed(
         verify.expected_labels(REQ, "gpu"), verify.expected_env(REQ), None, "exit 127"
     )
     assert any("tfgpu check: the runtime gave no report: exit 127" in p for p in failed(obs))
-    assert failed(verify.Observed({}, {}, None)) == [
-        "image: not built by this kit: no io.tfgpu.tensorflow label"
+    assert failed(verify.Observed({}, {}, None, "exit 1")) == [
+        "image: no TensorFlow version found: exit 1"
     ]
+
+
+def test_an_image_not_built_by_the_kit_is_judged_on_its_tensorflow() -> None:
+    """An official base (no kit labels, no hook): its TensorFlow, libraries and GPU are checked;
+    labels, ENV and the hook are not asked for."""
+    report = copy.deepcopy(REPORT)
+    report["hook"] = {"installed": False, "pth": None, "active": False}
+    obs = verify.Observed({}, {}, report)
+    checks = verify.compare(SPEC, obs)
+    assert (
+        checks[0].name == "image" and checks[0].ok and "not built by this kit" in checks[0].detail
+    )
+    assert not any(c.name.startswith(("label", "env", "runtime hook")) for c in checks)
+    assert failed(obs) == []
+    library(report, "libcudnn.so.9").update(loaded=False, path=None, error="not found")
+    assert any(
+        "libcudnn.so.9 cannot be loaded" in p for p in failed(verify.Observed({}, {}, report))
+    )
 
 
 def test_parse_report_takes_the_json_line() -> None:
@@ -102,11 +159,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def test_runtime_error_problem_fails_the_self_check() -> None:
     # every specific check passes; only the runtime's own verdict says the image is broken
     report = json.loads((FIXTURES / "check-error.json").read_text())
+    # the real report: with a bad setting the check's TensorFlow child runs with the kit off, so
+    # the hook did not fire; that is said once by the hook check, not the point here
+    assert report["hook"]["active"] is False
+    report["hook"]["active"] = True
     problems = failed(observed(report))
     assert problems == [
         "runtime self-check: tfgpu check reports: TF_GPU_MEMORY_GROWTH='maybe' is not valid:"
-        " accepted: true or false (fix: fix TF_GPU_MEMORY_GROWTH)"
+        + report["problems"][0]["what"].split("is not valid:", 1)[1]
+        + f" (fix: {report['problems'][0]['fix']})"
     ]
+    assert "accepted: true/false" in problems[0]
 
 
 def test_each_error_problem_is_named_and_warnings_pass() -> None:
@@ -168,3 +231,54 @@ def test_parse_report_names_the_image_when_nothing_parses() -> None:
     assert "no JSON object in the output of tfgpu check --json in tfgpu/tensorflow:2.21.0-gpu" in (
         error
     )
+
+
+# --- the GPU probe: TensorFlow's own verdict with the fake driver (the real logs' shapes) ---
+
+CREATED_221 = (
+    "I0000 00:00:1796090556.185191       1 gpu_device.cc:2043] Created device"
+    " /job:localhost/replica:0/task:0/device:GPU:0 with 14848 MB memory:  -> device: 0, name:"
+    " Fake A100-SXM4-16GB, pci bus id: 0000:07:00.0, compute capability: 8.0"
+)
+REFUSED_221 = "\n".join(
+    [
+        "I0000 00:00:1796090565.9 1 dso_loader.cc:78] Could not load dynamic library"
+        " 'libcudnn.so.9'; dlerror: libcudnn.so.9: cannot open shared object file: No such file"
+        " or directory; LD_LIBRARY_PATH: /usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+        "W0000 00:00:1796090565.924846       1 gpu_device.cc:2365] Cannot dlopen some GPU"
+        " libraries. Please make sure the missing libraries mentioned above are installed"
+        " properly if you would like to use GPU.",
+        "Skipping registering GPU devices...",
+        "[]",
+    ]
+)
+
+
+def test_probe_registered() -> None:
+    probe = verify.parse_probe(
+        "noise\n" + CREATED_221 + "\n[LogicalDevice(name='/device:GPU:0')]\n"
+    )
+    assert probe.registered and probe.lines == (CREATED_221,)
+    (check,) = verify._gpu_check(probe)
+    assert check.ok and "14848 MB" in check.detail
+
+
+def test_probe_refused_quotes_tensorflow() -> None:
+    probe = verify.parse_probe(REFUSED_221)
+    assert not probe.registered
+    (check,) = verify._gpu_check(probe)
+    assert not check.ok
+    assert "Could not load dynamic library 'libcudnn.so.9'" in check.detail
+    assert "Cannot dlopen some GPU libraries" in check.detail
+    assert "Skipping registering GPU devices" in check.detail
+
+
+def test_probe_failures_are_checks_that_fail() -> None:
+    assert verify._gpu_check(None) == []  # --no-gpu-probe: nothing claimed
+    (check,) = verify._gpu_check(verify.GpuProbe(False, (), "gcc not found"))
+    assert not check.ok and "the probe did not run: gcc not found" in check.detail
+    (silent,) = verify._gpu_check(verify.parse_probe("[]\n"))
+    assert not silent.ok and "no Created device line" in silent.detail
+    # the probe's verdict is part of compare()
+    obs = dataclasses.replace(observed(), gpu=verify.parse_probe(REFUSED_221))
+    assert [p.split(":")[0] for p in failed(obs)] == ["TensorFlow registers a GPU"]
