@@ -1,23 +1,27 @@
 """Stand-in base images for the container tests (see build.py for what they are)."""
 
 from tests.standin.build import (
+    BUILDERS,
+    CUDA_TAG,
     GPU_TAG,
     JUPYTER_TAG,
-    NOCUDNN_REGISTRY,
-    NOCUDNN_TAG,
     REGISTRY,
+    TF_VERSIONS,
     Result,
     StandinError,
     build_all,
+    gpu_tag,
 )
 
 __all__ = [
+    "BUILDERS",
+    "CUDA_TAG",
     "GPU_TAG",
     "JUPYTER_TAG",
-    "NOCUDNN_REGISTRY",
-    "NOCUDNN_TAG",
     "REGISTRY",
+    "TF_VERSIONS",
     "Result",
     "StandinError",
     "build_all",
+    "gpu_tag",
 ]

@@ -1,4 +1,4 @@
-"""`python -m tests.standin build [gpu|jupyter|nocudnn …] [--force]`."""
+"""`python -m tests.standin build [cuda|gpu-2.21.0|gpu-2.17.0|jupyter …] [--force]`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.standin.build import BUILDERS, StandinError, build_all, progress
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.standin",
-        description="Build the offline stand-ins for tensorflow/tensorflow:2.21.0-gpu[-jupyter].",
+        description="Build the offline stand-ins for the official tensorflow/tensorflow GPU bases.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the stand-ins that are missing or out of date")
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(args.which) - set(BUILDERS):
         parser.error(f"unknown stand-in(s): {', '.join(sorted(unknown))}")
     try:
-        results = build_all(args.which or list(BUILDERS), force=args.force)
+        results = build_all(args.which or None, force=args.force)
     except StandinError as exc:
         print(f"standin: {exc}", file=sys.stderr)
         return 1

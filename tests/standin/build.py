@@ -1,20 +1,37 @@
 """Build the stand-in base images offline.
 
-No container registry is reachable on the machines that run the tests, so the
-official ``tensorflow/tensorflow:2.21.0-gpu[-jupyter]`` bases cannot be pulled.
-These stand-ins take their place under a local registry name, so that
-``build.py build --base-registry tfgpu-standin.local`` exercises exactly the code
-path of a team that builds from a registry mirror.
+No container registry is reachable on the machines that run the tests, so the official
+``tensorflow/tensorflow:X-gpu[-jupyter]`` bases cannot be pulled. These stand-ins take their place
+under a local registry name, so that ``build.py build --base-registry tfgpu-standin.local``
+exercises exactly the code path of a team that builds from a registry mirror.
 
-What a stand-in is: a ``debootstrap``ed Debian bookworm (Python 3.11, like the
-real images' Python) with the **real CUDA build** of TensorFlow from PyPI and the
-CUDA runtime, cuBLAS and cuDNN wheels that ``tensorflow[and-cuda]`` pins, installed
-by the host's pip. ``tf.sysconfig.get_build_info()`` therefore reports CUDA 12.5 /
-cuDNN 9 and the libraries really load. What it is not: Ubuntu 22.04, and there is
-no GPU, no ``libcuda``, no NVML: nothing in it pretends to be a GPU.
+They reproduce the layout of the real bases of recipe ``cuda12.3-ubuntu22.04`` in
+images/bases.yaml (tensorflow/build, tensorflow_runtime_dockerfiles/ at 9f81388…40dbd9d, the bases
+of TensorFlow 2.16.1 to 2.21.0), so that the tests meet the failures users meet:
 
-Every stand-in carries a label with a hash of its inputs; when an image with the
-same tag and the same hash exists, the build is skipped.
+- Python 3.11 as ``/usr/bin/python3`` and ``/usr/bin/python``, pip in
+  ``/usr/local/lib/python3.11/dist-packages`` (setup.python.sh: get-pip.py), no
+  ``EXTERNALLY-MANAGED`` marker;
+- **system** CUDA 12.3 and cuDNN 8.9.6, as gpu.packages.txt installs them from apt: the libraries
+  of NVIDIA's PyPI wheels of the same versions (the newest ``*-12-3`` packages, CUDA 12.3 Update 2,
+  are the ``tensorflow[and-cuda]==2.16.1`` pins; ``libcudnn8=8.9.6.50``) copied to
+  ``/usr/local/cuda-12.3/targets/x86_64-linux/lib`` and ``/usr/lib/x86_64-linux-gnu``, with the
+  loader configuration of NVIDIA's packages and ``ldconfig``;
+- the ``libcuda.so.1`` stub in the loader's cache (setup.cuda.sh, ``z-cuda-stubs.conf``): a tiny
+  C library (cuda_stub.c) whose ``cuInit`` returns 34, CUDA_ERROR_STUB_LIBRARY, as NVIDIA's does;
+- the ``nvidia/cuda:12.3.0-base-ubuntu22.04`` environment verbatim (images/bases.yaml ``env``);
+- TensorFlow from a plain ``pip install tensorflow==X`` (not ``[and-cuda]``): 2.21.0, which cannot
+  use this CUDA (it needs CUDA 12.5 and cuDNN 9: the public bug), and 2.17.0, which can;
+- the ``jupyter`` target for 2.21.0: the real CMD, ``WORKDIR /tf``, ``EXPOSE 8888``, an
+  ``/etc/bash.bashrc``, and ``jupyter matplotlib jupyter_http_over_ws`` with a prometheus-client
+  older than the kit's (a Jupyter stack pins whatever was current when the image was built).
+
+What they are not: Ubuntu (Debian bookworm from debootstrap, whose Python is also 3.11 and whose
+glibc is newer); CUDA's compat package (cuda-compat-12-3: not published outside NVIDIA's apt
+repository), TensorRT, the CUDA tools, build-essential. Nothing in them pretends to be a GPU.
+
+Every stand-in carries a label with a hash of its inputs; when an image with the same tag and the
+same hash exists, the build is skipped.
 """
 
 from __future__ import annotations
@@ -28,60 +45,96 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Bump when the procedure below changes in a way the recipe dicts do not show;
-# it is part of every key, so all stand-ins are rebuilt.
-RECIPE_REVISION = 1
+import yaml
 
-TF_VERSION = "2.21.0"
+# Bump when the procedure below changes in a way the recipe data does not show;
+# it is part of every key, so all stand-ins are rebuilt.
+RECIPE_REVISION = 2
+
+ROOT = Path(__file__).resolve().parents[2]
+BASES_YAML = ROOT / "images" / "bases.yaml"
+RECIPE = "cuda12.3-ubuntu22.04"  # the bases.yaml recipe these stand-ins reproduce
 PY_SITE = "/usr/local/lib/python3.11/dist-packages"
+CUDA_HOME = "/usr/local/cuda-12.3"
+CUDA_LIB = f"{CUDA_HOME}/targets/x86_64-linux/lib"
+MULTIARCH_LIB = "/usr/lib/x86_64-linux-gnu"
 
 REGISTRY = "tfgpu-standin.local"
-NOCUDNN_REGISTRY = "tfgpu-standin-nocudnn.local"
-GPU_TAG = f"{REGISTRY}/tensorflow/tensorflow:{TF_VERSION}-gpu"
-JUPYTER_TAG = f"{REGISTRY}/tensorflow/tensorflow:{TF_VERSION}-gpu-jupyter"
-NOCUDNN_TAG = f"{NOCUDNN_REGISTRY}/tensorflow/tensorflow:{TF_VERSION}-gpu"
+TF_VERSIONS = ("2.21.0", "2.17.0")  # 2.21.0 needs the kit's repair, 2.17.0 does not
+JUPYTER_VERSION = "2.21.0"
+CUDA_TAG = f"{REGISTRY}/standin/{RECIPE}:base"
+
+
+def gpu_tag(version: str) -> str:
+    return f"{REGISTRY}/tensorflow/tensorflow:{version}-gpu"
+
+
+def jupyter_tag(version: str = JUPYTER_VERSION) -> str:
+    return f"{REGISTRY}/tensorflow/tensorflow:{version}-gpu-jupyter"
+
+
+GPU_TAG = gpu_tag(JUPYTER_VERSION)
+JUPYTER_TAG = jupyter_tag()
 
 KEY_LABEL = "io.tfgpu.standin.key"
 
 SUITE = "bookworm"
 # minbase keeps the tree small; ca-certificates because the real images have it.
-DEBIAN_PACKAGES = ("python3", "python3-pip", "ca-certificates")
+DEBIAN_PACKAGES = ("python3", "ca-certificates")
 
-# The real CUDA build of TensorFlow, plus the lower bounds of the `[and-cuda]` pins
-# of tensorflow 2.21.0 (`>=12.5.82,<13.0`, `>=12.5.3.2,<13.0`, `>=9.3.0.75,<10.0`,
-# read with `pip install --dry-run --report - 'tensorflow[and-cuda]==2.21.0'`): the
-# versions TensorFlow was built against (CUDA 12.5, cuDNN 9.3). Only the three
-# libraries the runtime's `tfgpu check` looks for; the rest of `[and-cuda]` (cuFFT,
-# cuSPARSE, NCCL, nvcc, …) would add gigabytes and is loaded only with a GPU.
-GPU_REQUIREMENTS = (
-    f"tensorflow=={TF_VERSION}",
-    "nvidia-cuda-runtime-cu12==12.5.82",
-    "nvidia-cublas-cu12==12.5.3.2",
-    "nvidia-cudnn-cu12==9.3.0.75",
-)
-JUPYTER_REQUIREMENTS = ("notebook>=7,<8",)
-
-BASE_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "LANG": "C.UTF-8",
-    # What the nvidia/cuda bases under the real images set; they only tell the
-    # NVIDIA container runtime what to mount, they make no GPU appear.
-    "NVIDIA_VISIBLE_DEVICES": "all",
-    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+# System CUDA of the real base, from NVIDIA's PyPI wheels of the same versions: wheel -> where
+# its nvidia/*/lib/*.so* files go. gpu.packages.txt installs the newest *-12-3 packages (CUDA 12.3
+# Update 2 for every image of the recipe, see images/bases.yaml), whose versions are the
+# tensorflow[and-cuda]==2.16.1 pins; cuDNN is pinned there: libcudnn8=8.9.6.50-1+cuda12.2.
+SYSTEM_CUDA: dict[str, str] = {
+    "nvidia-cuda-runtime-cu12==12.3.101": CUDA_LIB,
+    "nvidia-cublas-cu12==12.3.4.1": CUDA_LIB,
+    "nvidia-cufft-cu12==11.0.12.1": CUDA_LIB,
+    "nvidia-curand-cu12==10.3.4.107": CUDA_LIB,
+    "nvidia-cusolver-cu12==11.5.4.101": CUDA_LIB,
+    "nvidia-cusparse-cu12==12.2.0.103": CUDA_LIB,
+    "nvidia-nvjitlink-cu12==12.3.101": CUDA_LIB,
+    "nvidia-cuda-nvrtc-cu12==12.3.107": CUDA_LIB,
+    "nvidia-cuda-cupti-cu12==12.3.101": f"{CUDA_HOME}/extras/CUPTI/lib64",
+    "nvidia-cudnn-cu12==8.9.6.50": MULTIARCH_LIB,
 }
-# The real -gpu-jupyter image's CMD (tensorflow/tools/dockerfiles,
-# partials/jupyter.partial.Dockerfile).
-JUPYTER_CMD = [
-    "bash",
-    "-c",
-    "source /etc/bash.bashrc && jupyter notebook --notebook-dir=/tf --ip 0.0.0.0 "
-    "--no-browser --allow-root",
-]
+# The loader configuration NVIDIA's packages install (cuda-toolkit-config-common and
+# cuda-toolkit-12-config-common, as seen in the nvidia/cuda images; the .deb files themselves are
+# not reachable from here), the nvidia/cuda base's own (dist/12.3.0/ubuntu2204/base/Dockerfile) and
+# setup.cuda.sh's stub entry.
+LD_SO_CONF = {
+    "000_cuda.conf": "/usr/local/cuda/targets/x86_64-linux/lib\n",
+    "988_cuda-12.conf": "/usr/local/cuda-12/targets/x86_64-linux/lib\n",
+    "nvidia.conf": "/usr/local/nvidia/lib\n/usr/local/nvidia/lib64\n",
+    "z-cuda-stubs.conf": "/usr/local/cuda/lib64/stubs\n",
+}
+PIP_REQUIREMENT = "pip==25.3"  # setup.python.sh: get-pip.py, then `pip install --upgrade pip`
+
+# The Jupyter target: jupyter.requirements.txt, plus a prometheus-client older than the kit's.
+JUPYTER_REQUIREMENTS = (
+    "jupyter",
+    "matplotlib",
+    "jupyter_http_over_ws",
+    "prometheus-client==0.17.1",
+)
+
+# /etc/bash.bashrc: the real one (tensorflow_runtime_dockerfiles/bashrc) prints a banner and runs
+# ldconfig, but only in interactive shells: its first line returns when PS1 is empty, which is the
+# case in the jupyter target's `bash -c "source /etc/bash.bashrc && jupyter …"`. This one keeps
+# that behaviour in our own words.
+BASHRC = """\
+# Stand-in for the TensorFlow images' /etc/bash.bashrc: nothing happens in a non-interactive shell.
+[ -z "$PS1" ] && return
+export PS1="tf-docker \\w > "
+echo "TensorFlow stand-in image (tfgpu tests)"
+"""
+TUTORIALS_README = "Stand-in for the TensorFlow tutorials folder of the real jupyter image.\n"
 
 CACHE = Path(os.environ.get("TFGPU_STANDIN_CACHE", Path.home() / ".cache" / "tfgpu-standin"))
 
@@ -106,6 +159,12 @@ class Result:
     size_bytes: int
 
 
+def recipe() -> dict[str, Any]:
+    """The bases.yaml recipe the stand-ins reproduce (its env is used verbatim)."""
+    data = yaml.safe_load(BASES_YAML.read_text(encoding="utf-8"))
+    return dict(data["recipes"][RECIPE])
+
+
 def _run(cmd: Sequence[str], *, what: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     """Run a command, keep its output, and on failure raise with its tail."""
     proc = subprocess.run(list(cmd), text=True, capture_output=True, check=False, **kwargs)  # type: ignore[call-overload]
@@ -120,16 +179,20 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def gpu_key() -> str:
-    return _key("gpu", SUITE, DEBIAN_PACKAGES, GPU_REQUIREMENTS, BASE_ENV)
+def cuda_key() -> str:
+    stub = (Path(__file__).parent / "cuda_stub.c").read_text(encoding="utf-8")
+    return _key(
+        "cuda", SUITE, DEBIAN_PACKAGES, SYSTEM_CUDA, LD_SO_CONF, PIP_REQUIREMENT, BASHRC,
+        stub, recipe(),
+    )  # fmt: skip
+
+
+def gpu_key(version: str) -> str:
+    return _key("gpu", cuda_key(), version, _tf_dockerfile(version))
 
 
 def jupyter_key() -> str:
-    return _key("jupyter", gpu_key(), JUPYTER_REQUIREMENTS, JUPYTER_CMD, _JUPYTER_DOCKERFILE)
-
-
-def nocudnn_key() -> str:
-    return _key("nocudnn", gpu_key(), _NOCUDNN_DOCKERFILE)
+    return _key("jupyter", gpu_key(JUPYTER_VERSION), JUPYTER_REQUIREMENTS, _jupyter_dockerfile())
 
 
 def debian_mirror() -> str:
@@ -162,7 +225,7 @@ def debian_mirror() -> str:
 def _docker_client() -> Any:
     import docker  # imported late: `python -m tests.standin --help` works without it
 
-    return docker.from_env(timeout=600)
+    return docker.from_env(timeout=900)
 
 
 def existing_key(tag: str) -> str | None:
@@ -217,13 +280,17 @@ def host_python() -> str:
     raise StandinError("a host Python 3.11 is needed to install wheels for the stand-in")
 
 
-def download_wheels(requirements: Iterable[str], *, constraints: Path | None = None) -> Path:
+def download_wheels(
+    requirements: Iterable[str], *, constraints: Path | None = None, no_deps: bool = False
+) -> Path:
     """Fill the wheel cache (a no-op when everything is there already)."""
     wheels = CACHE / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     args = ["download", "-q", "--only-binary=:all:", "-d", str(wheels), *requirements]
     if constraints:
         args += ["-c", str(constraints)]
+    if no_deps:
+        args.append("--no-deps")
     _pip(host_python(), *args, what="pip download")
     return wheels
 
@@ -292,12 +359,76 @@ def debootstrap(rootfs: Path) -> None:
     )
 
 
+def _wheel_file(pin: str) -> Path:
+    name, _, version = pin.partition("==")
+    prefix = f"{name.replace('-', '_')}-{version}-"
+    found = sorted((CACHE / "wheels").glob(f"{prefix}*.whl"))
+    if not found:
+        raise StandinError(f"{pin}: no wheel in {CACHE / 'wheels'} after pip download")
+    return found[-1]
+
+
+def install_system_cuda(rootfs: Path) -> None:
+    """The base's CUDA 12.3 and cuDNN 8.9.6 as system libraries (see SYSTEM_CUDA)."""
+    download_wheels(SYSTEM_CUDA, no_deps=True)
+    for pin, dest in SYSTEM_CUDA.items():
+        target = rootfs / dest.lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(_wheel_file(pin)) as wheel:
+            for info in wheel.infolist():
+                if re.match(r"^nvidia/[^/]+/lib/lib[^/]+\.so[.0-9]*$", info.filename):
+                    path = target / Path(info.filename).name
+                    with wheel.open(info) as src, open(path, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    path.chmod(0o755)
+    home = rootfs / CUDA_HOME.lstrip("/")
+    (home / "lib64").symlink_to("targets/x86_64-linux/lib")
+    # /usr/local/cuda and /usr/local/cuda-12 point at the toolkit (update-alternatives in the
+    # real packages; plain links here)
+    (rootfs / "usr/local/cuda").symlink_to(CUDA_HOME)
+    (rootfs / "usr/local/cuda-12").symlink_to(CUDA_HOME)
+
+
+def install_stub(rootfs: Path) -> None:
+    """setup.cuda.sh: the driver stub as libcuda.so.1 in the loader's cache."""
+    stubs = rootfs / CUDA_LIB.lstrip("/") / "stubs"
+    stubs.mkdir(parents=True, exist_ok=True)
+    _run(
+        [
+            "gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-Wl,-soname,libcuda.so.1",
+            "-o", str(stubs / "libcuda.so"), str(Path(__file__).parent / "cuda_stub.c"),
+        ],
+        what="compiling the libcuda stub (gcc; Debian: apt-get install gcc)",
+    )  # fmt: skip
+    (stubs / "libcuda.so.1").symlink_to("libcuda.so")
+    conf = rootfs / "etc/ld.so.conf.d"
+    for name, text in LD_SO_CONF.items():
+        (conf / name).write_text(text)
+    _run(["ldconfig", "-r", str(rootfs)], what="ldconfig in the stand-in")
+
+
+def install_python(rootfs: Path) -> None:
+    """setup.python.sh: python3.11 as python3 and python, pip from its wheel into dist-packages."""
+    # Debian 12 marks its Python externally managed (PEP 668); the real images have no marker.
+    (rootfs / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
+    (rootfs / "usr/bin/python3").unlink()
+    (rootfs / "usr/bin/python3").symlink_to("/usr/bin/python3.11")
+    (rootfs / "usr/bin/python").symlink_to("/usr/bin/python3.11")
+    download_wheels([PIP_REQUIREMENT], no_deps=True)
+    site = rootfs / PY_SITE.lstrip("/")
+    pip_target([PIP_REQUIREMENT], site)
+    relocate_pip_extras(site, rootfs / "usr/local")
+    bashrc = rootfs / "etc/bash.bashrc"
+    bashrc.write_text(BASHRC)
+    bashrc.chmod(0o777)  # gpu.Dockerfile: chmod a+rwx /etc/bash.bashrc
+
+
 def docker_import(rootfs: Path, tag: str, *, key: str, env: dict[str, str], cmd: list[str]) -> None:
-    changes = [f"ENV {k}={v}" for k, v in env.items()]
+    changes = [f"ENV {k}={json.dumps(v) if ' ' in v else v}" for k, v in env.items()]
     changes += [f"CMD {json.dumps(cmd)}", f"LABEL {KEY_LABEL}={key}"]
     changes.append(
-        'LABEL org.opencontainers.image.description="tfgpu test stand-in for '
-        f'tensorflow/tensorflow:{TF_VERSION}-gpu (Debian {SUITE}, no GPU)"'
+        'LABEL org.opencontainers.image.description="tfgpu test stand-in for the '
+        f'{RECIPE} recipe of tensorflow/tensorflow (Debian {SUITE}, no GPU)"'
     )
     import_cmd = ["docker", "import"]
     for change in changes:
@@ -327,78 +458,107 @@ def _frozen_site(tag: str) -> str:
     return out.decode() if isinstance(out, bytes) else str(out)
 
 
+def _work(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    work = CACHE / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(dir=work, prefix=prefix)
+
+
 # --------------------------------------------------------------------------- images
 
 
-def build_gpu(*, force: bool = False) -> Result:
-    key, t0 = gpu_key(), time.monotonic()
-    if not force and existing_key(GPU_TAG) == key:
-        progress(f"{GPU_TAG} is up to date (key {key})")
-        return Result(GPU_TAG, key, False, 0.0, image_size(GPU_TAG))
-    progress(f"building {GPU_TAG} (key {key})")
-    work = CACHE / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work, prefix="gpu-") as tmp:
+def build_cuda(*, force: bool = False) -> Result:
+    """The recipe up to `pip install tensorflow`: the layer every TensorFlow stand-in shares."""
+    key, t0 = cuda_key(), time.monotonic()
+    if not force and existing_key(CUDA_TAG) == key:
+        progress(f"{CUDA_TAG} is up to date (key {key})")
+        return Result(CUDA_TAG, key, False, 0.0, image_size(CUDA_TAG))
+    progress(f"building {CUDA_TAG} (key {key})")
+    with _work("cuda-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         debootstrap(rootfs)
-        progress("debootstrap done")
-        # The real images (Ubuntu 22.04) have no EXTERNALLY-MANAGED marker, so `pip
-        # install` as root works in them; Debian 12 ships one (PEP 668). Removing it
-        # makes the stand-in behave like the base it replaces.
-        (rootfs / "usr/lib/python3.11/EXTERNALLY-MANAGED").unlink(missing_ok=True)
-        # The real images link `python` to python3; users run `python script.py`.
-        (rootfs / "usr/local/bin/python").symlink_to("/usr/bin/python3")
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for item in (rootfs / junk).glob("*"):
                 if item.is_file():
                     item.unlink()
-        progress(f"downloading wheels into {CACHE / 'wheels'}: {', '.join(GPU_REQUIREMENTS)}")
-        download_wheels(GPU_REQUIREMENTS)
-        site = rootfs / PY_SITE.lstrip("/")
-        progress(f"pip install --target {PY_SITE}")
-        pip_target(GPU_REQUIREMENTS, site)
-        relocate_pip_extras(site, rootfs / "usr/local")
-        progress("byte-compiling")
-        compile_site(site)
+        progress("Python 3.11 and pip (setup.python.sh)")
+        install_python(rootfs)
+        progress(f"system CUDA 12.3 and cuDNN 8.9.6 ({len(SYSTEM_CUDA)} wheels' libraries)")
+        install_system_cuda(rootfs)
+        progress("libcuda stub, loader configuration, ldconfig (setup.cuda.sh)")
+        install_stub(rootfs)
         progress("docker import")
-        docker_import(rootfs, GPU_TAG, key=key, env=BASE_ENV, cmd=["bash"])
-    return _done(GPU_TAG, key, t0)
+        docker_import(rootfs, CUDA_TAG, key=key, env=dict(recipe()["env"]), cmd=["/bin/bash"])
+    return _done(CUDA_TAG, key, t0)
 
 
-_JUPYTER_DOCKERFILE = f"""\
-FROM {GPU_TAG}
+def _tf_dockerfile(version: str) -> str:
+    return f"""\
+FROM {CUDA_TAG}
+# gpu.Dockerfile: RUN pip install --no-cache-dir tensorflow=={version} (installed on the host
+# into site/ with the same pip resolution, since the build has no network)
 COPY site/ {PY_SITE}/
 COPY local/ /usr/local/
-# As in the real image: a notebook dir anyone can write to, and a writable
-# /.local for users started with an arbitrary --user uid.
-RUN mkdir -p /tf /.local && chmod a+rwx /tf /.local
-WORKDIR /tf
-EXPOSE 8888
-CMD {json.dumps(JUPYTER_CMD)}
 """
 
-_NOCUDNN_DOCKERFILE = f"""\
-FROM {GPU_TAG}
-# A TensorFlow build whose cuDNN is missing, as in the reported broken 2.18.0-gpu
-# images: `build.py verify` must name what is missing.
-RUN rm -rf {PY_SITE}/nvidia/cudnn {PY_SITE}/nvidia_cudnn_cu12-*.dist-info
+
+def build_gpu(version: str, *, force: bool = False) -> Result:
+    tag, key, t0 = gpu_tag(version), gpu_key(version), time.monotonic()
+    if not force and existing_key(tag) == key:
+        progress(f"{tag} is up to date (key {key})")
+        return Result(tag, key, False, 0.0, image_size(tag))
+    progress(f"building {tag} (key {key})")
+    with _work(f"tf{version}-") as tmp:
+        ctx = Path(tmp)
+        requirement = f"tensorflow=={version}"
+        progress(f"downloading {requirement} into {CACHE / 'wheels'}")
+        download_wheels([requirement])
+        site = ctx / "site"
+        pip_target([requirement], site)
+        relocate_pip_extras(site, ctx / "local")
+        (ctx / "local").mkdir(exist_ok=True)
+        compile_site(site)
+        (ctx / "Dockerfile").write_text(_tf_dockerfile(version) + f"LABEL {KEY_LABEL}={key}\n")
+        progress("docker build (no network)")
+        _docker_build(ctx, tag, what=f"{version} stand-in")
+    return _done(tag, key, t0)
+
+
+def _jupyter_dockerfile() -> str:
+    target = recipe()["targets"]["jupyter"]
+    return f"""\
+FROM {gpu_tag(JUPYTER_VERSION)}
+# gpu.Dockerfile target jupyter: pip install -U jupyter matplotlib jupyter_http_over_ws (on the
+# host, into site/), then setup.jupyter.sh: a notebook folder and /.local anyone can write to, and
+# the IPython kernel spec. (Its `jupyter serverextension enable` does not exist with Notebook 7 and
+# fails there without stopping the build; the tutorials are downloaded there: a README here.)
+COPY site/ {PY_SITE}/
+COPY local/ /usr/local/
+COPY README.md /tf/tensorflow-tutorials/README.md
+RUN mkdir -p /.local && chmod -R a+rwx /tf /.local && python3 -m ipykernel.kernelspec
+WORKDIR {target["workdir"]}
+EXPOSE {" ".join(str(port) for port in target["expose"])}
+CMD {json.dumps(target["cmd"])}
 """
 
 
 def build_jupyter(*, force: bool = False) -> Result:
-    key, t0 = jupyter_key(), time.monotonic()
-    if not force and existing_key(JUPYTER_TAG) == key:
-        progress(f"{JUPYTER_TAG} is up to date (key {key})")
-        return Result(JUPYTER_TAG, key, False, 0.0, image_size(JUPYTER_TAG))
-    progress(f"building {JUPYTER_TAG} (key {key})")
-    work = CACHE / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work, prefix="jupyter-") as tmp:
+    tag, key, t0 = JUPYTER_TAG, jupyter_key(), time.monotonic()
+    if not force and existing_key(tag) == key:
+        progress(f"{tag} is up to date (key {key})")
+        return Result(tag, key, False, 0.0, image_size(tag))
+    progress(f"building {tag} (key {key})")
+    with _work("jupyter-") as tmp:
         ctx = Path(tmp)
         # Pin everything the base already has to the base's versions, so the COPY
         # below never replaces a package TensorFlow depends on with another version.
         constraints = ctx / "constraints.txt"
-        constraints.write_text(_frozen_site(GPU_TAG))
+        frozen = [
+            line
+            for line in _frozen_site(gpu_tag(JUPYTER_VERSION)).splitlines()
+            if not line.lower().startswith("prometheus")
+        ]
+        constraints.write_text("\n".join(frozen) + "\n")
         progress(f"downloading wheels: {', '.join(JUPYTER_REQUIREMENTS)}")
         download_wheels(JUPYTER_REQUIREMENTS, constraints=constraints)
         site = ctx / "site"
@@ -407,23 +567,11 @@ def build_jupyter(*, force: bool = False) -> Result:
         (ctx / "local").mkdir(exist_ok=True)
         compile_site(site)
         constraints.unlink()
-        (ctx / "Dockerfile").write_text(_JUPYTER_DOCKERFILE + f"LABEL {KEY_LABEL}={key}\n")
+        (ctx / "README.md").write_text(TUTORIALS_README)
+        (ctx / "Dockerfile").write_text(_jupyter_dockerfile() + f"LABEL {KEY_LABEL}={key}\n")
         progress("docker build (no network)")
-        _docker_build(ctx, JUPYTER_TAG, what="jupyter stand-in")
-    return _done(JUPYTER_TAG, key, t0)
-
-
-def build_nocudnn(*, force: bool = False) -> Result:
-    key, t0 = nocudnn_key(), time.monotonic()
-    if not force and existing_key(NOCUDNN_TAG) == key:
-        progress(f"{NOCUDNN_TAG} is up to date (key {key})")
-        return Result(NOCUDNN_TAG, key, False, 0.0, image_size(NOCUDNN_TAG))
-    progress(f"building {NOCUDNN_TAG} (key {key})")
-    with tempfile.TemporaryDirectory(prefix="tfgpu-nocudnn-") as tmp:
-        ctx = Path(tmp)
-        (ctx / "Dockerfile").write_text(_NOCUDNN_DOCKERFILE + f"LABEL {KEY_LABEL}={key}\n")
-        _docker_build(ctx, NOCUDNN_TAG, what="nocudnn stand-in")
-    return _done(NOCUDNN_TAG, key, t0)
+        _docker_build(ctx, tag, what="jupyter stand-in")
+    return _done(tag, key, t0)
 
 
 def _done(tag: str, key: str, t0: float) -> Result:
@@ -433,18 +581,26 @@ def _done(tag: str, key: str, t0: float) -> Result:
     return Result(tag, key, True, seconds, size)
 
 
-BUILDERS = {"gpu": build_gpu, "jupyter": build_jupyter, "nocudnn": build_nocudnn}
+# name -> (builder, the names it is built FROM)
+BUILDERS: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "cuda": (build_cuda, ()),
+    **{
+        f"gpu-{version}": ((lambda force, v=version: build_gpu(v, force=force)), ("cuda",))
+        for version in TF_VERSIONS
+    },
+    "jupyter": (build_jupyter, ("cuda", f"gpu-{JUPYTER_VERSION}")),
+}
 
 
-def build_all(
-    which: Iterable[str] = ("gpu", "jupyter", "nocudnn"), *, force: bool = False
-) -> list[Result]:
-    """Build (or reuse) the stand-ins, the gpu one first: the others are FROM it."""
-    wanted = set(which)
+def build_all(which: Iterable[str] | None = None, *, force: bool = False) -> list[Result]:
+    """Build (or reuse) the stand-ins in `which` (default: all) and what they are built FROM;
+    `force` rebuilds the named ones even when up to date."""
+    wanted = set(BUILDERS if which is None else which)
+    needed = set(wanted)
+    for name in wanted:
+        needed.update(BUILDERS[name][1])
     results = []
-    for name in BUILDERS:  # dict order: gpu, jupyter, nocudnn
-        if name in wanted:
-            results.append(BUILDERS[name](force=force and name in wanted))
-        elif name == "gpu" and wanted & {"jupyter", "nocudnn"}:
-            results.append(build_gpu())
+    for name, (builder, _) in BUILDERS.items():  # dict order: parents first
+        if name in needed:
+            results.append(builder(force=force and name in wanted))
     return results
