@@ -27,6 +27,24 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# The stand-in bases and the kit's images, built once per run for tests/containers and tests/gpu.
+pytest_plugins = ["tests.kit_images"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tfgpu GPU tests (tests/gpu)")
+    group.addoption(
+        "--real-gpu",
+        action="store_true",
+        help="run tests/gpu against this host's real GPUs (Docker with the NVIDIA runtime or "
+        "CDI) instead of the fake driver; detected when a driver and such an engine are present",
+    )
+    group.addoption(
+        "--gpu-image",
+        metavar="IMAGE",
+        help="the kit image tests/gpu runs (default: the 2.21 gpu image built from the stand-ins)",
+    )
+
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}

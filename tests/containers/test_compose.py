@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
 
-from tests.containers.conftest import ROOT, build_py
+from tests.kit_images import ROOT, build_py
 
 pytestmark = pytest.mark.docker
 

@@ -1,0 +1,101 @@
+"""Session fixtures shared by the container tests (tests/containers) and the GPU tests
+(tests/gpu), loaded once for the whole run by tests/conftest.py (`pytest_plugins`), so the
+stand-in bases and the kit's images are built once: the stand-ins, the kit's images built
+from them by `build.py build --base-registry …` (the code path of a team with a registry
+mirror).
+
+2.21.0's stand-in base lacks what its TensorFlow needs (CUDA 12.5, cuDNN 9), as the official
+one does: its kit images add NVIDIA's wheels. 2.17.0's base is enough: its image adds nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.standin import REGISTRY, Result, build_all
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSION = "2.21.0"
+OLDER = "2.17.0"  # a version whose base has what its TensorFlow needs
+KIT_REPO = "tfgpu/tensorflow"
+KIT_GPU = f"{KIT_REPO}:{VERSION}-gpu"
+KIT_JUPYTER = f"{KIT_REPO}:{VERSION}-gpu-jupyter"
+KIT_OLDER = f"{KIT_REPO}:{OLDER}-gpu"
+# The 2.21 image built with --cuda-source base (no repair: TensorFlow cannot use the GPU) gets
+# its own registry prefix so that it never replaces the good image's tags.
+BROKEN_REGISTRY = "tfgpu-broken.local"
+KIT_BROKEN = f"{BROKEN_REGISTRY}/{KIT_REPO}:{VERSION}-gpu"
+
+
+def build_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """`python build.py ARGS…` from the checkout, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _progress(message: str) -> None:
+    # Visible with -s, and in CI's log on failure; long session fixtures say what they do.
+    print(f"[containers] {message}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    client = docker.from_env(timeout=600)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def standins(docker_client: docker.DockerClient) -> list[Result]:
+    """Build the stand-in bases, or reuse them when their inputs have not changed."""
+    t0 = time.monotonic()
+    results = build_all()
+    _progress(f"stand-ins ready in {time.monotonic() - t0:.0f}s")
+    return results
+
+
+def _kit_build(*args: str) -> None:
+    t0 = time.monotonic()
+    proc = build_py("build", *args)
+    assert proc.returncode == 0, (
+        f"build.py build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    )
+    _progress(f"build.py build {' '.join(args)}: {time.monotonic() - t0:.0f}s")
+
+
+@pytest.fixture(scope="session")
+def kit_images(standins: list[Result]) -> dict[str, str]:
+    """The kit's 2.21 gpu and gpu-jupyter images (repaired) and its 2.17 gpu image (not),
+    built on the stand-ins."""
+    _kit_build(
+        f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu", "--base-registry", REGISTRY
+    )
+    return {"gpu": KIT_GPU, "gpu-jupyter": KIT_JUPYTER, "older": KIT_OLDER}
+
+
+@pytest.fixture(scope="session")
+def broken_image(standins: list[Result]) -> str:
+    """The kit's 2.21 gpu image forced to the base's CUDA (--cuda-source base): what a team
+    gets from the official 2.21 base without the repair."""
+    _kit_build(
+        f"{VERSION}-gpu",
+        "--cuda-source",
+        "base",
+        "--base-registry",
+        REGISTRY,
+        "--registry",
+        BROKEN_REGISTRY,
+    )
+    return KIT_BROKEN
