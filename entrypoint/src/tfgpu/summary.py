@@ -20,12 +20,15 @@ def describe_plan(settings: Settings, plan: Plan) -> str:
         groups = "; ".join(", ".join(str(a) for a in g) for g in settings.virtual_devices)
         parts.append(f"logical GPUs of {groups}")
     if settings.growth is not None:
-        src = settings.sources.get("TF_GPU_MEMORY_GROWTH") or settings.sources.get(
-            "TF_FORCE_GPU_ALLOW_GROWTH"
-        )
-        parts.append(
-            f"memory growth {'on' if settings.growth else 'off'} ({src.source if src else ''})"
-        )
+        kit = settings.sources.get("TF_GPU_MEMORY_GROWTH")
+        native = settings.sources.get("TF_FORCE_GPU_ALLOW_GROWTH")
+        if kit is not None and not kit.note:
+            why = kit.source
+        elif native is not None:  # the native variable decided (or overrode the image default)
+            why = f"TF_FORCE_GPU_ALLOW_GROWTH, {native.source}"
+        else:
+            why = kit.source if kit else ""
+        parts.append(f"memory growth {'on' if settings.growth else 'off'} ({why})")
     if settings.cpu_devices is not None:
         parts.append(f"{settings.cpu_devices} logical CPUs")
     if settings.mixed_precision:
