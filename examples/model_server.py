@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,12 +114,18 @@ def memory_report() -> dict[str, Any]:
 
 
 class Model:
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, device: str | None = None) -> None:
+        import contextlib
+
         import numpy as np
+        import tensorflow as tf
 
         self.kind = kind
         self.np = np
-        self.model = build_model(kind)
+        # --device pins the model's variables and ops; default: TensorFlow's placement
+        self.scope = (lambda: tf.device(device)) if device else contextlib.nullcontext
+        with self.scope():
+            self.model = build_model(kind)
         self.labels = TEXT_LABELS if kind == "text" else IMAGE_LABELS
         self.lock = threading.Lock()  # one prediction at a time: tiny model, simple server
         self.predict({"text": "warm up"} if kind == "text" else {})
@@ -138,7 +145,7 @@ class Model:
         if type(batch) is not int or not 1 <= batch <= MAX_BATCH:
             raise ValueError(f'"batch" must be a whole number from 1 to {MAX_BATCH}')
         x = np.repeat(x, batch, axis=0)
-        with self.lock:
+        with self.lock, self.scope():
             probs = self.model(x, training=False).numpy()[0].tolist()
         best = max(range(len(probs)), key=probs.__getitem__)
         return {
@@ -188,9 +195,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=["text", "image"], required=True)
     parser.add_argument("--port", type=int, default=int(os.environ.get("MODEL_PORT", "8501")))
+    parser.add_argument(
+        "--device",
+        default=os.environ.get("MODEL_DEVICE") or None,
+        help="where the model runs, e.g. /CPU:0 or /device:GPU:1 (default: TensorFlow's "
+        "placement; env MODEL_DEVICE). The tests pin /CPU:0 on the fake driver, which "
+        "computes nothing",
+    )
     args = parser.parse_args()
+    if args.device and not re.fullmatch(r"/(device:)?(CPU|GPU):[0-9]+", args.device, re.I):
+        parser.error(f"--device {args.device!r}: expected /CPU:0 or /device:GPU:N")
 
-    model = Model(args.model)
+    model = Model(args.model, args.device)
     server = ThreadingHTTPServer(("0.0.0.0", args.port), make_handler(model))
 
     # `docker stop` sends SIGTERM: finish the request in flight, then exit 0.
