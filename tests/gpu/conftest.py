@@ -1,0 +1,137 @@
+"""Fixtures of the GPU tests: the host (fake driver or real card), the image under test, and
+the report (gpu-report.json at the checkout's root) that says which claim held, with figures.
+
+Every test here is marked `docker` and `gpu` (collection adds both); those marked `real_gpu`
+need what only a real card shows and are skipped, with that reason, on the fake driver."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from tests.gpu.harness import CARD, GpuHost, real_gpu_present
+from tests.kit_images import KIT_GPU, KIT_OLDER, ROOT
+
+REPORT = ROOT / "gpu-report.json"
+_claims: dict[str, dict[str, Any]] = {}
+_context: dict[str, Any] = {}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.docker)
+            item.add_marker(pytest.mark.gpu)
+
+
+@pytest.fixture(scope="session")
+def real_gpu(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--real-gpu")) or real_gpu_present()
+
+
+@pytest.fixture(autouse=True)
+def _real_only(request: pytest.FixtureRequest, real_gpu: bool) -> None:
+    if request.node.get_closest_marker("real_gpu") and not real_gpu:
+        pytest.skip("needs a real GPU (run `./kit test -m gpu --real-gpu` on a host with one)")
+
+
+@pytest.fixture(scope="session")
+def gpu_host(
+    docker_client: docker.DockerClient, real_gpu: bool, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GpuHost]:
+    host = GpuHost(docker_client, real=real_gpu, workdir=tmp_path_factory.mktemp("fakegpu"))
+    _context.update(_describe_host(host))
+    yield host
+    host.remove_all()
+
+
+def _remember_images(*names: str) -> None:
+    known = _context.setdefault("images", [])
+    known.extend(n for n in names if n not in known)
+
+
+@pytest.fixture(scope="session")
+def image(request: pytest.FixtureRequest, kit_images: dict[str, str]) -> str:
+    """The kit image under test: --gpu-image, or the 2.21 gpu image built from the stand-ins."""
+    chosen = request.config.getoption("--gpu-image") or kit_images["gpu"]
+    _remember_images(chosen)
+    return str(chosen)
+
+
+@pytest.fixture(scope="session")
+def images(kit_images: dict[str, str]) -> dict[str, str]:
+    """The two kit images the driver verdicts are checked against: 2.21 (CUDA 12.5) and 2.17."""
+    _remember_images(KIT_GPU, KIT_OLDER)
+    return {"2.21": kit_images["gpu"], "2.17": kit_images["older"]}
+
+
+@pytest.fixture(autouse=True)
+def _claim(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Every GPU test is a claim in the report, named by its docstring's first line."""
+    doc = (request.node.function.__doc__ or request.node.name).strip().splitlines()[0]
+    entry: dict[str, Any] = {"claim": doc, "figures": {}}
+    _claims[request.node.nodeid] = entry
+    return entry
+
+
+@pytest.fixture
+def figures(_claim: dict[str, Any]) -> dict[str, Any]:
+    """The test's figures, written to the report with its outcome."""
+    return _claim["figures"]  # type: ignore[no-any-return]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if item.nodeid in _claims and (report.when == "call" or report.outcome != "passed"):
+        _claims[item.nodeid]["outcome"] = report.outcome
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not _claims:
+        return
+    report = {
+        **_context,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "claims": [{"test": nodeid, **entry} for nodeid, entry in _claims.items()],
+    }
+    REPORT.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def _run(*cmd: str) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _describe_host(host: GpuHost) -> dict[str, Any]:
+    """Host, GPUs, driver and how containers get them, for the report."""
+    described: dict[str, Any] = {"host": platform.node(), "mode": host.mode}
+    if host.real:
+        query = "name,memory.total,driver_version"
+        rows = _run("nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader")
+        described["gpus"] = [row.strip() for row in rows.splitlines()]
+        config = Path("/etc/nvidia-container-runtime/config.toml")
+        mode = "unknown"
+        if config.is_file():
+            for line in config.read_text().splitlines():
+                if line.strip().startswith("mode") and "=" in line:
+                    mode = line.split("=", 1)[1].strip().strip('"')
+        described["toolkit"] = {"version": _run("nvidia-ctk", "--version"), "mode": mode}
+    else:
+        described["gpus"] = [f"{CARD.name}, {CARD.memory_mib} MiB (fake driver)"]
+        described["driver"] = "fake libcuda/libcudart/NVML (tfgpu_kit/fakegpu), 560.35.03"
+        described["toolkit"] = {"mode": "none: the fake driver is mounted, no NVIDIA runtime"}
+    return described
