@@ -101,6 +101,9 @@ class TensorFlowBuild(_Strict):
     # the NVIDIA wheels of TensorFlow's own `[and-cuda]` extra, pinned (`name==version`): what an
     # image adds when its base lacks the CUDA/cuDNN this TensorFlow needs (tfgpu_kit/cudagap.py)
     and_cuda: list[PinnedWheel] = []
+    # later patch releases of this minor on PyPI: `check --tf 2.14.1` answers for this entry's
+    # build and says so (their own build configuration is not recorded)
+    patches: list[VersionText] = []
 
     @model_validator(mode="after")
     def _one_cudnn_wheel(self) -> TensorFlowBuild:
@@ -141,6 +144,14 @@ class Matrix(_Strict):
                 raise ValueError(
                     f"tensorflow.{tf}.cuda: CUDA major {major} has no entry under `cuda_majors:`"
                 )
+            entry = Version.parse(tf)
+            for patch in build.patches:
+                release = Version.parse(patch)
+                if release.major_minor != entry.major_minor or release <= entry:
+                    raise ValueError(
+                        f"tensorflow.{tf}.patches: {patch} is not a later release of "
+                        f"{entry.major_minor}"
+                    )
         return self
 
 

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tfgpu_kit import spec as specs
 from tfgpu_kit.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +85,31 @@ def test_check_exit_codes_and_json() -> None:
     assert bad.returncode == 1
     result = json.loads(bad.stdout)["results"][0]
     assert result["ptx_jit_failure"] and result["verdict"] == "does not run"
+
+
+def test_check_answers_a_patch_release_with_its_minors_build_and_says_so() -> None:
+    minor = run("check", "--driver", "535.104.05", "--tf", "2.14", "--json")
+    [row] = json.loads(minor.stdout)["results"]
+    assert (row["tensorflow"], row["requested"], row["note"]) == ("2.14.0", "2.14.0", None)
+    patch = run("check", "--driver", "535.104.05", "--tf", "2.14.1", "--json")
+    assert patch.returncode == 0, patch.stderr
+    [row] = json.loads(patch.stdout)["results"]
+    assert (row["tensorflow"], row["requested"], row["cuda"]) == ("2.14.0", "2.14.1", "11.8.0")
+    assert "answered with 2.14.0's build" in row["note"]
+    assert "2.14.1's own build configuration is not recorded" in " ".join(patch.stderr.split())
+    table = run("check", "--driver", "535.104.05", "--tf", "2.14.1")
+    assert "2.14.1 (as 2.14.0)" in table.stdout
+    unknown = run("check", "--driver", "535.104.05", "--tf", "2.14.9")
+    assert unknown.returncode == 2
+    assert "patch releases: 2.12.1" in unknown.stderr
+
+
+def test_a_patch_release_must_belong_to_its_entry() -> None:
+    text = (ROOT / "images" / "matrix.yaml").read_text()
+    bad = text.replace('patches: ["2.14.1"]', 'patches: ["2.15.3"]', 1)
+    assert bad != text
+    with pytest.raises(ValueError, match=r"2\.14\.0\.patches: 2\.15\.3 is not a later release"):
+        specs.Matrix.model_validate(yaml.safe_load(bad))
 
 
 def test_check_gpu_arch_recommends_only_versions_that_run_there() -> None:

@@ -37,21 +37,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
 
 
-def resolve_versions(spec: specs.Spec, wanted: list[str]) -> list[str]:
+def resolve_versions(spec: specs.Spec, wanted: list[str]) -> list[tuple[str, str]]:
+    """(what was asked, the matrix entry that answers) for each --tf: an entry (2.21.0), a
+    minor (2.21: its newest entry) or a later patch release the matrix lists (2.14.1: its
+    minor's entry, whose build answers for it)."""
     offered = [v.version for v in spec.images.versions]
     if not wanted:
-        return offered
+        return [(v, v) for v in offered]
     known = list(spec.matrix.tensorflow)
+    patches = {p: tf for tf, build in spec.matrix.tensorflow.items() for p in build.patches}
     found = []
     for text in wanted:
         if text in known:
-            found.append(text)
-            continue
-        same_minor = [v for v in known if v.startswith(text + ".")]
-        if not same_minor:
-            raise UsageError(f"--tf {text}: not in the matrix", hint=f"known: {', '.join(known)}")
-        found.append(str(max(Version.parse(v) for v in same_minor)))
+            found.append((text, text))
+        elif text in patches:
+            found.append((text, patches[text]))
+        elif same_minor := [v for v in known if v.startswith(text + ".")]:
+            found.append((text, str(max(Version.parse(v) for v in same_minor))))
+        else:
+            raise UsageError(
+                f"--tf {text}: not in the matrix",
+                hint=f"known: {', '.join(known)}; patch releases: {', '.join(patches)}; "
+                "example: --tf 2.21",
+            )
     return list(dict.fromkeys(found))
+
+
+def _answered_for(requested: str, entry: str) -> str | None:
+    """The note a patch release gets: its answer comes from another release's build."""
+    if requested in (entry, Version.parse(entry).major_minor):
+        return None
+    return (
+        f"TensorFlow {requested}: answered with {entry}'s build (CUDA, cuDNN, architectures); "
+        f"{requested}'s own build configuration is not recorded in images/matrix.yaml"
+    )
 
 
 def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
@@ -83,7 +102,12 @@ def _alternatives(r: rules.Assessment) -> str:
 def run(args: argparse.Namespace) -> int:
     spec = specs.load()
     arch = parse_arch(args.gpu_arch) if args.gpu_arch is not None else None
-    versions = resolve_versions(spec, args.tf)
+    asked = resolve_versions(spec, args.tf)
+    notes = {entry: note for requested, entry in asked if (note := _answered_for(requested, entry))}
+    requested = {entry: text for text, entry in asked if entry in notes}
+    versions = list(dict.fromkeys(entry for _, entry in asked))
+    for note in notes.values():
+        log.warning("%s", note)
     if args.driver is not None:
         driver = parse_driver(args.driver)
     else:
@@ -94,7 +118,14 @@ def run(args: argparse.Namespace) -> int:
             {
                 "driver": str(driver),
                 "gpu_arch": str(arch) if arch else None,
-                "results": [r.as_json() for r in results],
+                "results": [
+                    {
+                        **r.as_json(),
+                        "requested": requested.get(r.tensorflow, r.tensorflow),
+                        "note": notes.get(r.tensorflow),
+                    }
+                    for r in results
+                ],
             }
         )
     else:
@@ -103,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
             ["TensorFlow", "CUDA", "verdict", "why"],
             [
                 [
-                    r.tensorflow,
+                    f"{requested[r.tensorflow]} (as {r.tensorflow})"
+                    if r.tensorflow in requested
+                    else r.tensorflow,
                     str(r.req.cuda),
                     r.verdict.value,
                     "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
