@@ -44,6 +44,8 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     tests/unit with a plain one; no engine; CI unset (each test sets it)."""
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(POLICY.read_text())
+    # the plugin the real conftest loads (the image fixtures): none is used by this tiny suite
+    (pytester.path / "tests" / "kit_images.py").write_text('"""No fixtures needed here."""\n')
     for group, source in (("containers", DOCKER_TEST), ("unit", PLAIN_TEST)):
         (pytester.path / "tests" / group).mkdir()
         (pytester.path / "tests" / group / f"test_{group}.py").write_text(source)

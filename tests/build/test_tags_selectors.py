@@ -92,6 +92,8 @@ def test_short_tag_only_on_the_newest_patch_of_a_minor(tmp_path: Path) -> None:
         shutil.copy(spec.IMAGES_DIR / name, tmp_path / name)
     matrix_path, images_path = tmp_path / "matrix.yaml", tmp_path / "images.yaml"
     data = yaml.safe_load(matrix_path.read_text())
+    # 2.15.1 becomes an entry of its own, no longer a patch listed under 2.15.0
+    data["tensorflow"]["2.15.0"].pop("patches")
     data["tensorflow"]["2.15.1"] = data["tensorflow"]["2.15.0"]
     matrix_path.write_text(yaml.safe_dump(data))
     data = yaml.safe_load(images_path.read_text())
