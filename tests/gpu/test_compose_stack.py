@@ -70,10 +70,11 @@ def on_fake_card(compose: dict[str, Any], driver_dir: Path, log_dir: Path) -> di
 
 @pytest.fixture(scope="module")
 def stack(
-    gpu_host: GpuHost, kit_images: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    gpu_host: GpuHost, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[dict[str, Any], Path]]:
     if gpu_host.real:
-        pytest.skip("runs compose.yaml itself on a real card: `docker compose up` is the test")
+        pytest.skip("on a real card, `docker compose up` of compose.yaml itself is the test")
+    request.getfixturevalue("kit_images")  # the images compose.yaml names
     work = tmp_path_factory.mktemp("stack")
     log_dir = work / "fakegpu"
     log_dir.mkdir()
