@@ -1,10 +1,14 @@
-"""The gpu-jupyter image: its HEALTHCHECK turns healthy and Jupyter answers on its port."""
+"""The gpu-jupyter image: its HEALTHCHECK turns healthy and Jupyter answers on its port; idle
+kernels are culled as TFGPU_JUPYTER_CULL_* say, and a bad value stops Jupyter with a message."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -33,3 +37,139 @@ def test_jupyter_becomes_healthy_and_answers(jupyter_image: TrackedContainer) ->
         assert "version" in json.loads(response.read())
     # The entrypoint ran in front of Jupyter: the kit's summary is in the log.
     assert "tfgpu:" in container.logs(stdout=False, stderr=True).decode(errors="replace")
+
+
+# --- idle kernels are culled (tfgpu.jupyter_cull, docs/jupyter.md) -----------------------------
+
+TOKEN = "tfgpu-test-token"  # Jupyter Server reads JUPYTER_TOKEN; the API needs it
+CULL_TIMEOUT = 5  # TFGPU_JUPYTER_CULL_IDLE_TIMEOUT of the culling test, seconds
+
+# Live processes whose command line names the kernel (its connection file kernel-ID.json);
+# a zombie has an empty cmdline, so a kernel that exited is not counted.
+FIND_KERNEL = """
+import os, sys
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\\0")
+    except OSError:
+        continue
+    if int(pid) != os.getpid() and any(sys.argv[1].encode() in a for a in argv):
+        print(pid)
+"""
+
+
+class Jupyter:
+    """A running gpu-jupyter container and its REST API (token auth)."""
+
+    def __init__(self, tracked: TrackedContainer, **environment: str) -> None:
+        self.container = tracked.start(
+            ports={f"{PORT}/tcp": ("127.0.0.1", None)},
+            environment={"JUPYTER_TOKEN": TOKEN, **environment},
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            self.container.reload()
+            assert self.container.status == "running", self.logs()
+            mapping = self.container.ports.get(f"{PORT}/tcp")
+            if mapping:
+                self.base = f"http://127.0.0.1:{mapping[0]['HostPort']}"
+                try:
+                    self.api("GET", "/api")
+                    return
+                except OSError:
+                    pass
+            assert time.monotonic() < deadline, f"Jupyter did not answer in 120 s\n{self.logs()}"
+            time.sleep(0.5)
+
+    def api(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            self.base + path,
+            method=method,
+            headers={"Authorization": f"token {TOKEN}"},
+            data=b"{}" if method == "POST" else None,
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def start_kernel(self) -> str:
+        kernel = self.api("POST", "/api/kernels")
+        kernel_id = str(kernel["id"])
+        assert self.kernel_pids(kernel_id), f"no process for kernel {kernel_id}\n{self.logs()}"
+        return kernel_id
+
+    def kernel_ids(self) -> list[str]:
+        return [str(kernel["id"]) for kernel in self.api("GET", "/api/kernels")]
+
+    def kernel_pids(self, kernel_id: str) -> list[int]:
+        result = self.container.exec_run(["python3", "-c", FIND_KERNEL, kernel_id])
+        assert result.exit_code == 0, result.output
+        return [int(pid) for pid in result.output.decode().split()]
+
+    def logs(self) -> str:
+        return self.container.logs().decode(errors="replace")
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def test_idle_kernel_is_culled_and_its_process_ends(jupyter_image: TrackedContainer) -> None:
+    jupyter = Jupyter(
+        jupyter_image,
+        TFGPU_JUPYTER_CULL_IDLE_TIMEOUT=str(CULL_TIMEOUT),
+        TFGPU_JUPYTER_CULL_INTERVAL="1",
+    )
+    t0 = time.monotonic()
+    kernel_id = jupyter.start_kernel()
+    assert kernel_id in jupyter.kernel_ids()
+    assert _wait_for(lambda: kernel_id not in jupyter.kernel_ids(), 90), (
+        f"kernel {kernel_id} still there after 90 s\n{jupyter.logs()}"
+    )
+    # Gone because it idled past the timeout, and the culler said so (not a crash).
+    assert time.monotonic() - t0 >= CULL_TIMEOUT - 1
+    logs = jupyter.logs()
+    assert f"idle durations > {CULL_TIMEOUT} seconds at 1 second intervals" in logs
+    assert re.search(rf"Culling '\w+' kernel '\w+' \({kernel_id}\)", logs), logs
+    # ... and its process ended: what held the GPU memory is gone.
+    assert _wait_for(lambda: not jupyter.kernel_pids(kernel_id), 15), (
+        f"kernel {kernel_id} culled, but its process is still running\n{logs}"
+    )
+
+
+def test_timeout_zero_keeps_idle_kernels(jupyter_image: TrackedContainer) -> None:
+    jupyter = Jupyter(
+        jupyter_image, TFGPU_JUPYTER_CULL_IDLE_TIMEOUT="0", TFGPU_JUPYTER_CULL_INTERVAL="1"
+    )
+    kernel_id = jupyter.start_kernel()
+    time.sleep(CULL_TIMEOUT + 5)  # the culling test's kernel is gone by now
+    assert kernel_id in jupyter.kernel_ids()
+    assert jupyter.kernel_pids(kernel_id)
+    assert "Culling" not in jupyter.logs()
+
+
+def test_image_culls_by_default(jupyter_image: TrackedContainer) -> None:
+    jupyter = Jupyter(jupyter_image)
+    jupyter.start_kernel()  # Jupyter starts its culler with the first kernel
+    expected = "Culling kernels with idle durations > 3600 seconds at 300 second intervals"
+    assert _wait_for(lambda: expected in jupyter.logs(), 15), jupyter.logs()
+    assert "Culling kernels even with connected clients" in jupyter.logs()
+
+
+def test_bad_cull_setting_stops_jupyter_with_the_kits_message(
+    jupyter_image: TrackedContainer,
+) -> None:
+    outcome = jupyter_image.run_and_wait(
+        environment={"TFGPU_JUPYTER_CULL_IDLE_TIMEOUT": "1h"}, expect_exit=78, timeout=120
+    )
+    assert (
+        "tfgpu: error: TFGPU_JUPYTER_CULL_IDLE_TIMEOUT='1h' is not valid (seconds without a "
+        "unit, e.g. 1h = 3600): accepted: whole seconds from 0 to 604800 (a week); example: "
+        "TFGPU_JUPYTER_CULL_IDLE_TIMEOUT=3600" in outcome.stderr
+    ), outcome.logs
+    assert "Traceback" not in outcome.logs
