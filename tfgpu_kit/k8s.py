@@ -43,6 +43,19 @@ class Common:
     namespace: str | None = None
     metrics_port: int | None = None
     labels: list[tuple[str, str]] = field(default_factory=list)
+    grace_period: int = 30  # terminationGracePeriodSeconds: preStop + the program's own exit
+    prestop_sleep: int = 5  # Deployment: seconds the server keeps answering after removal; 0 none
+    scrape_annotations: bool = True  # prometheus.io/* (off when a PodMonitor does the scraping)
+
+
+@dataclass(frozen=True)
+class PodMonitor:
+    """Prometheus Operator's PodMonitor for the metrics port of the rendered workloads."""
+
+    name: str
+    pods: list[str]  # app.kubernetes.io/name of each workload it selects
+    namespace: str | None = None
+    labels: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,8 @@ def _context(kind: str, workload: Workload, common: Common) -> dict[str, object]
         "gid": common.gid,
         "namespace": common.namespace,
         "metrics_port": common.metrics_port,
+        "scrape_annotations": common.scrape_annotations and common.metrics_port is not None,
+        "grace_period": common.grace_period,
     }
     container = {
         "name": workload.name,
@@ -95,6 +110,8 @@ def _context(kind: str, workload: Workload, common: Common) -> dict[str, object]
         "ports": ports,
         "probe_path": workload.probe_path if kind == "deployment" else None,
         "restart_policy": "Never" if kind == "job" else None,
+        # a Job has no endpoints to drain: its pods stop at once on SIGTERM
+        "prestop_sleep": common.prestop_sleep if kind == "deployment" else 0,
         "replicas": workload.replicas,
         "parallelism": workload.parallelism,
         "completions": workload.completions,
@@ -107,6 +124,11 @@ def render_workload(kind: str, workload: Workload, common: Common) -> str:
     """`kind` is "deployment" or "job"."""
     template = _environment().get_template(f"{kind}.yaml.j2")
     return template.render(_context(kind, workload, common))
+
+
+def render_pod_monitor(monitor: PodMonitor) -> str:
+    labels = [("app.kubernetes.io/managed-by", "tfgpu-kit"), *monitor.labels]
+    return _environment().get_template("podmonitor.yaml.j2").render(m=monitor, labels=labels)
 
 
 def render_time_slicing(slicing: TimeSlicing) -> str:

@@ -1,20 +1,24 @@
 """`build.py k8s`: rendered manifests validate offline against the newest Kubernetes
-schemas bundled with kubernetes-validate (strict: unknown fields are errors), carry the
-kit's contract, and `plan` accepts them."""
+schemas bundled with kubernetes-validate (strict: unknown fields are errors; the PodMonitor,
+a CRD, against the structural schema of tests/scale/podmonitor_schema.py), carry the kit's
+contract and a clean shutdown, and `plan` accepts them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 
 from tests.scale.helpers import errors, plan_json
+from tests.scale.podmonitor_schema import validate_pod_monitor
 from tfgpu_kit import cli
 
 KUBERNETES = kubernetes_validate.latest_version()  # 1.37 with kubernetes-validate 1.37.0
+KUBERNETES_MINOR = ".".join(KUBERNETES.split(".")[:2])
 
 
 def render(capsys: pytest.CaptureFixture[str], *flags: str) -> list[dict[str, Any]]:
@@ -53,7 +57,29 @@ VARIANTS = [
         "0",
     ],
     ["--mem-limit", "3GiB", "--time-slicing", "4", "--replicas", "4", "--uid", "1234"],
+    [
+        "--mem-limit",
+        "6GiB",
+        "--namespace",
+        "ml",
+        "--pod-monitor",
+        "--pod-monitor-label",
+        "release=kube-prometheus-stack",
+        "--grace-period",
+        "120",
+        "--prestop-sleep",
+        "0",
+    ],
 ]
+
+
+def validate(doc: dict[str, Any]) -> str:
+    """Kubernetes' own kinds against kubernetes-validate's strict schemas; the PodMonitor (a CRD
+    it does not bundle) against the structural schema."""
+    if doc["kind"] == "PodMonitor":
+        validate_pod_monitor(doc, KUBERNETES)
+        return "PodMonitor"
+    return str(kubernetes_validate.validate(doc, KUBERNETES, strict=True))
 
 
 @pytest.mark.parametrize("flags", VARIANTS, ids=lambda f: " ".join(f))
@@ -63,8 +89,8 @@ def test_manifests_validate_against_kubernetes_schemas(
     docs = render(capsys, *flags)
     assert docs
     for doc in docs:
-        checked = kubernetes_validate.validate(doc, KUBERNETES, strict=True)
-        assert checked == ".".join(KUBERNETES.split(".")[:2])
+        checked = validate(doc)
+        assert checked == ("PodMonitor" if doc["kind"] == "PodMonitor" else KUBERNETES_MINOR)
 
 
 def test_contract_probes_security_and_resources(capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,6 +190,20 @@ def test_plan_rejects_rendered_slices_that_do_not_fit(
         (["--memory", "8GB"], "--memory '8GB' is not a Kubernetes quantity"),
         (["--env", "NOEQUALS"], "--env 'NOEQUALS' is not valid"),
         (["--serve-cmd", "python 'unclosed"], "is not a command line"),
+        (["--grace-period", "0"], "--grace-period '0' is not valid"),
+        (["--prestop-sleep", "-1"], "--prestop-sleep '-1' is not valid"),
+        # the grace period includes the hook: no time would be left for the program to exit
+        (["--prestop-sleep", "30"], "--prestop-sleep 30 is not shorter than --grace-period 30"),
+        (["--pod-monitor", "--metrics-port", "0"], "--pod-monitor scrapes the metrics port"),
+        (["--pod-monitor-label", "release=x"], "which only --pod-monitor renders"),
+        (
+            ["--pod-monitor", "--pod-monitor-label", "release"],
+            "--pod-monitor-label 'release' is not valid",
+        ),
+        (
+            ["--pod-monitor", "--pod-monitor-label", "a b=c"],
+            "--pod-monitor-label 'a b=c' is not valid",
+        ),
     ],
 )
 def test_bad_flags(capsys: pytest.CaptureFixture[str], flags: list[str], message: str) -> None:
@@ -197,7 +237,7 @@ def spec_with_gid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     folder = tmp_path / "images"
     folder.mkdir()
-    for name in ("matrix.yaml", "images.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml"):  # spec.load reads all three
         text = (spec.IMAGES_DIR / name).read_text(encoding="utf-8")
         if name == "images.yaml":
             assert "  uid: 1000\n  gid: 1000\n" in text
@@ -238,3 +278,142 @@ def test_security_context_uses_the_image_users_gid(
 def test_bad_gid(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["k8s", "--image", "x/y:1", "--gid", "0"]) == 2
     assert "--gid '0' is not valid" in capsys.readouterr().err
+
+
+# --- shutdown: the process ends (and gives its GPU memory back) before SIGKILL ------------------
+
+
+def _pod(doc: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = doc["spec"]["template"]["spec"]
+    return pod
+
+
+def test_serving_pod_drains_before_sigterm_and_both_get_a_grace_period(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    deployment, job = render(capsys, "--mem-limit", "6GiB")
+    serving, training = _pod(deployment), _pod(job)
+    assert serving["terminationGracePeriodSeconds"] == 30
+    assert training["terminationGracePeriodSeconds"] == 30
+    # exec `sleep` (in every kit image), not the sleep action that clusters < 1.30 refuse
+    assert serving["containers"][0]["lifecycle"] == {
+        "preStop": {"exec": {"command": ["sleep", "5"]}}
+    }
+    # a Job has no endpoints to drain: SIGTERM at once
+    assert "lifecycle" not in training["containers"][0]
+
+
+def test_shutdown_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    deployment, job = render(
+        capsys, "--mem-limit", "6GiB", "--grace-period", "300", "--prestop-sleep", "15"
+    )
+    assert [_pod(d)["terminationGracePeriodSeconds"] for d in (deployment, job)] == [300, 300]
+    hook = _pod(deployment)["containers"][0]["lifecycle"]["preStop"]
+    assert hook["exec"]["command"] == ["sleep", "15"]
+    (deployment,) = render(capsys, "--kind", "deployment", "--prestop-sleep", "0")
+    assert "lifecycle" not in _pod(deployment)["containers"][0]  # 0: no hook at all
+
+
+# --- PodMonitor -------------------------------------------------------------------------------
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector's matchLabels and In/NotIn/Exists/DoesNotExist expressions."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values")
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("kind", "pods"),
+    [
+        ("all", ["text-serve", "text-train"]),
+        ("deployment", ["text-serve"]),
+        ("job", ["text-train"]),
+    ],
+)
+def test_pod_monitor_scrapes_the_metrics_port_of_exactly_the_rendered_pods(
+    capsys: pytest.CaptureFixture[str], kind: str, pods: list[str]
+) -> None:
+    docs = render(
+        capsys,
+        "--kind",
+        kind,
+        "--name",
+        "text",
+        "--namespace",
+        "ml",
+        "--pod-monitor",
+        "--pod-monitor-label",
+        "release=kube-prometheus-stack",
+    )
+    *workloads, monitor = docs
+    assert monitor["kind"] == "PodMonitor" and monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == "ml"  # a PodMonitor sees its own namespace
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint == {"port": "metrics", "path": "/metrics"}
+    selected = []
+    for workload in workloads:
+        assert workload["metadata"]["namespace"] == "ml"
+        template = workload["spec"]["template"]
+        if _selects(monitor["spec"]["selector"], template["metadata"]["labels"]):
+            selected.append(workload["metadata"]["name"])
+        # the endpoint's named port exists, and is TF_GPU_METRICS_PORT
+        (container,) = template["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert str(ports[endpoint["port"]]) == env["TF_GPU_METRICS_PORT"] == "9401"
+        # one way to be scraped: no prometheus.io/* annotations beside the PodMonitor
+        assert "annotations" not in template["metadata"]
+    assert selected == pods
+    # ... and nothing else the kit renders (another NAME's pods) matches
+    assert not _selects(monitor["spec"]["selector"], {"app.kubernetes.io/name": "other-serve"})
+
+
+def test_without_pod_monitor_the_scrape_annotations_stay(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    docs = render(capsys, "--mem-limit", "6GiB")
+    assert [d["kind"] for d in docs] == ["Deployment", "Job"]
+    for doc in docs:
+        annotations = doc["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+
+
+def test_structural_schema_refuses_what_the_crd_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the schema must be able to fail: each of these breaks a rule of the published CRD
+    *_, monitor = render(capsys, "--kind", "deployment", "--pod-monitor")
+    validate_pod_monitor(monitor, KUBERNETES)
+    broken = [
+        ("spec", "podMetricsEndpoints", 0, "port", 9401),  # the CRD's port is a string
+        ("spec", "selector", "matchLabels", {"a": 1}),  # label values are strings
+        ("spec", "podMetricsEndpoint", [{"port": "metrics"}]),  # misspelt field
+        ("metadata", "labelz", {"a": "b"}),  # ObjectMeta is Kubernetes' own, strict
+        ("apiVersion", "monitoring.coreos.com/v1alpha1"),
+    ]
+    for *path, value in broken:
+        doc = yaml.safe_load(yaml.safe_dump(monitor))
+        target = doc
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+        with pytest.raises(jsonschema.ValidationError):
+            validate_pod_monitor(doc, KUBERNETES)
+    doc = yaml.safe_load(yaml.safe_dump(monitor))
+    del doc["spec"]["selector"]  # the CRD's one required field of spec
+    with pytest.raises(jsonschema.ValidationError):
+        validate_pod_monitor(doc, KUBERNETES)

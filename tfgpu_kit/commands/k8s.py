@@ -17,24 +17,37 @@ from tfgpu_kit import k8s
 from tfgpu_kit.errors import KitError, UsageError
 
 NAME = "k8s"
-HELP = "render Kubernetes manifests (Deployment, Job, time-slicing ConfigMap) for a kit image"
+HELP = (
+    "render Kubernetes manifests (Deployment, Job, time-slicing ConfigMap, PodMonitor) for a kit "
+    "image"
+)
 
 DESCRIPTION = """\
 Render Kubernetes manifests for an image built by the kit: a Deployment that serves
 a model and a Job that trains one, each with the kit's environment contract
 (TF_GPU_MEM_LIMIT, TF_GPU_MEMORY_GROWTH, …), nvidia.com/gpu limits, probes, a
-non-root securityContext and resource requests; with --time-slicing also the NVIDIA
-device-plugin ConfigMap that lets several capped pods share each GPU. Check the
-result with `build.py plan FILE --gpu-memory SIZE`."""
+non-root securityContext, resource requests and a shutdown that lets the process end
+and give its GPU memory back (preStop, terminationGracePeriodSeconds); with
+--time-slicing also the NVIDIA device-plugin ConfigMap that lets several capped pods
+share each GPU; with --pod-monitor a Prometheus Operator PodMonitor for the metrics
+port. Check the result with `build.py plan FILE --gpu-memory SIZE`."""
 
 EPILOG = """\
 examples:
   build.py k8s --name text --mem-limit 6GiB --serve-cmd "python serve.py" > text.yaml
   build.py k8s --kind job --name train --mem-limit 10GiB --train-cmd "python train.py --epochs 5"
   build.py k8s --name small --mem-limit 3GiB --time-slicing 4 --replicas 4 --out k8s/
+  build.py k8s --name text --mem-limit 6GiB --pod-monitor --pod-monitor-label release=prom
 """
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+# Label keys and values (Kubernetes' validation.IsQualifiedName / IsValidLabelValue).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(
+    rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$"
+)
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+MAX_GRACE_PERIOD = 3600
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +134,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="extra environment variable for both workloads (repeatable)",
     )
+    shutdown = parser.add_argument_group("shutdown (the GPU memory returns when the process ends)")
+    shutdown.add_argument(
+        "--grace-period",
+        default="30",
+        metavar="SECONDS",
+        help="terminationGracePeriodSeconds of both pods: from deletion (preStop included) to "
+        "SIGKILL; raise it if the program saves state on SIGTERM (default 30, Kubernetes' own)",
+    )
+    shutdown.add_argument(
+        "--prestop-sleep",
+        default="5",
+        metavar="SECONDS",
+        help="Deployment: a preStop `sleep` that keeps the server answering while its endpoint "
+        "is removed, before SIGTERM; 0 = no hook (default 5)",
+    )
+    monitoring = parser.add_argument_group("Prometheus Operator")
+    monitoring.add_argument(
+        "--pod-monitor",
+        action="store_true",
+        help="also render podmonitor.yaml (monitoring.coreos.com/v1 PodMonitor) scraping the "
+        "pods' metrics port; the prometheus.io/* annotations are then left out (one scrape)",
+    )
+    monitoring.add_argument(
+        "--pod-monitor-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label of the PodMonitor, for a Prometheus' podMonitorSelector, e.g. "
+        "release=kube-prometheus-stack (repeatable)",
+    )
     pod = parser.add_argument_group("pod resources and identity")
     pod.add_argument("--cpu", default="1", help="CPU request (default 1)")
     pod.add_argument("--memory", default="8Gi", help="memory request and limit (default 8Gi)")
@@ -158,6 +201,20 @@ def _variable(
             f"example: {flag} {error.example}"
         ) from None
     return variable, value
+
+
+def _labels(flag: str, items: list[str]) -> list[tuple[str, str]]:
+    labels = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not _LABEL_KEY.match(key) or len(key) > 253 or not _LABEL_VALUE.match(value):
+            raise UsageError(
+                f"{flag} {item!r} is not valid: accepted: KEY=VALUE with a Kubernetes label key "
+                "([prefix/]name) and value (at most 63 letters, digits, '-', '_', '.'); "
+                f"example: {flag} release=kube-prometheus-stack"
+            )
+        labels.append((key, value))
+    return labels
 
 
 def _bool(value: str, variable: str) -> bool:
@@ -251,6 +308,25 @@ def run(args: argparse.Namespace) -> int:
             hint=f"e.g. --mem-limit {max(1, 100 // slices - 5)}% (leaves room for each pod's CUDA"
             " context)",
         )
+    grace = _number("--grace-period", args.grace_period, "60", high=MAX_GRACE_PERIOD)
+    prestop = _number("--prestop-sleep", args.prestop_sleep, "5", low=0, high=MAX_GRACE_PERIOD)
+    if prestop >= grace:
+        raise UsageError(
+            f"--prestop-sleep {prestop} is not shorter than --grace-period {grace}: the grace "
+            "period includes the preStop hook, so the program would get no time to exit before "
+            f"SIGKILL; example: --prestop-sleep 5 --grace-period {max(30, prestop + 25)}"
+        )
+    if args.pod_monitor_label and not args.pod_monitor:
+        raise UsageError(
+            "--pod-monitor-label labels the PodMonitor, which only --pod-monitor renders; "
+            "example: --pod-monitor --pod-monitor-label release=kube-prometheus-stack"
+        )
+    monitor_labels = _labels("--pod-monitor-label", args.pod_monitor_label)
+    if args.pod_monitor and not metrics:
+        raise UsageError(
+            "--pod-monitor scrapes the metrics port, and --metrics-port 0 turns it off; "
+            "example: --pod-monitor --metrics-port 9401"
+        )
     gid: int | None
     if args.image:
         image, uid, gid = args.image, None, None
@@ -273,6 +349,9 @@ def run(args: argparse.Namespace) -> int:
         gid=gid or 1000,
         namespace=args.namespace,
         metrics_port=metrics or None,
+        grace_period=grace,
+        prestop_sleep=prestop,
+        scrape_annotations=not args.pod_monitor,
     )
     outputs: list[tuple[str, str]] = []
     if args.kind in ("all", "deployment"):
@@ -302,6 +381,13 @@ def run(args: argparse.Namespace) -> int:
             completions=_number("--completions", args.completions, "1"),
         )
         outputs.append(("job.yaml", k8s.render_workload("job", train, common)))
+    if args.pod_monitor:
+        pods = [f"{args.name}-serve"] if args.kind in ("all", "deployment") else []
+        pods += [f"{args.name}-train"] if args.kind in ("all", "job") else []
+        monitor = k8s.PodMonitor(
+            f"{args.name}-metrics", pods, namespace=args.namespace, labels=monitor_labels
+        )
+        outputs.append(("podmonitor.yaml", k8s.render_pod_monitor(monitor)))
     if slices is not None:
         slicing = k8s.TimeSlicing(slices, namespace=args.device_plugin_namespace)
         outputs.append(("time-slicing.yaml", k8s.render_time_slicing(slicing)))
