@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tfgpu_kit import log
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
-from tfgpu_kit.plan import budget, nvml, options, report, sources
+from tfgpu_kit.plan import budget, nvml, options, prometheus, report, sources
 from tfgpu_kit.plan.model import Placement, Workload
 
 NAME = "plan"
@@ -27,6 +28,8 @@ EPILOG = """\
 examples:
   build.py plan compose.yaml --gpu-memory 16GiB
   build.py plan k8s/*.yaml --gpu-memory 40GiB --time-slicing 4 --json
+  build.py plan compose.yaml --gpu-memory 16GiB --prometheus-rules monitoring/plan.rules.yaml \
+      --gpu-uuid 0=GPU-fa6e0000-0000-4000-8000-000000000000
 """
 
 
@@ -69,6 +72,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of a table"
     )
+    parser.add_argument(
+        "--prometheus-rules",
+        metavar="OUT",
+        help="also write each GPU's budget as Prometheus recording rules to OUT, for the "
+        "alert TfgpuGpuOverPlan (docs/monitoring.md)",
+    )
+    parser.add_argument(
+        "--gpu-uuid",
+        action="append",
+        default=[],
+        metavar="ID=UUID",
+        help="with --prometheus-rules: the UUID of host GPU ID (`nvidia-smi -L`), so the "
+        "kit's own metrics can be compared with the plan (repeatable)",
+    )
 
 
 def _read_nvml(args: argparse.Namespace) -> dict[str, float] | None:
@@ -110,6 +127,12 @@ def _mixed_sizes_note(memory: budget.GpuMemory, workloads: list[Workload]) -> st
 
 def run(args: argparse.Namespace) -> int:
     overhead = options.size_mib("--context-overhead", args.context_overhead, "500MiB")
+    if args.gpu_uuid and args.prometheus_rules is None:
+        raise UsageError(
+            "--gpu-uuid only labels the series of --prometheus-rules OUT: pass both; "
+            f"example: --prometheus-rules plan.rules.yaml --gpu-uuid {prometheus.UUID_EXAMPLE}"
+        )
+    uuids = prometheus.parse_gpu_uuids(args.gpu_uuid)
     # NVML only for what the flags leave open: with both given, a broken driver cannot matter
     found = _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else None
     if args.gpu_memory is not None:
@@ -144,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     if note is not None:
         inputs.notes.append(note)
     budgets, problems = budget.build(inputs.workloads, memory=memory, overhead_mib=overhead)
+    if args.prometheus_rules is not None:
+        _write_rules(Path(args.prometheus_rules), budgets, uuids, args.files, inputs.notes)
     if args.json:
         text = report.as_json(
             budgets, problems, inputs.notes, overhead_mib=overhead, memory_mib=memory.default_mib
@@ -152,3 +177,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         report.print_text(log.stdout, budgets, problems, inputs.notes)
     return EXIT_FAILED if any(p.severity == "error" for p in problems) else EXIT_OK
+
+
+def _write_rules(
+    out: Path,
+    budgets: list[budget.GpuBudget],
+    uuids: dict[str, str],
+    files: list[str],
+    notes: list[str],
+) -> None:
+    text = prometheus.recording_rules(budgets, uuids=uuids, sources=files)
+    out.write_text(text, encoding="utf-8")
+    written = len(prometheus.host_budgets(budgets))
+    left_out = len(budgets) - written
+    notes.append(
+        f"{out}: Prometheus recording rules for {written} GPU(s)"
+        + (
+            f"; {left_out} Kubernetes budget(s) left out (the scheduler picks their GPU)"
+            if left_out
+            else ""
+        )
+    )
