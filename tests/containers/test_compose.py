@@ -42,8 +42,14 @@ BATCH, CALLS = 256, 3
 def cpu_only(compose: dict[str, Any], *, project_dir: Path) -> dict[str, Any]:
     """The same services without GPU reservations, publishing on free host ports
     (so a user's running stack or another test run does not clash), with bind mounts
-    made absolute (the derived file lives elsewhere)."""
+    made absolute (the derived file lives elsewhere). Services of a profile (`monitoring`)
+    are left out, as `up` without --profile leaves them (tests/monitoring validates them)."""
     derived: dict[str, Any] = json.loads(json.dumps(compose))  # deep copy
+    derived["services"] = {
+        name: service
+        for name, service in derived["services"].items()
+        if not service.get("profiles")
+    }
     for service in derived["services"].values():
         reservations = service.get("deploy", {}).get("resources", {}).get("reservations", {})
         reservations.pop("devices", None)
@@ -78,13 +84,18 @@ def _absolute(volume: str, project_dir: Path) -> str:
 
 
 def test_cpu_only_derivation_removes_only_the_gpu_reservations() -> None:
-    """Guards the derivation itself: every service of compose.yaml reserves GPU 0,
-    and the derived file keeps everything else (images, commands, env, health checks)."""
+    """Guards the derivation itself: every service of compose.yaml outside a profile
+    reserves GPU 0, and the derived file keeps everything else (images, commands, env,
+    health checks); the profiled Prometheus is left out, as `up` leaves it."""
     compose = yaml.safe_load(COMPOSE_FILE.read_text())
     assert "version" not in compose  # valid for compose v1 and v2 alike
     derived = cpu_only(compose, project_dir=ROOT)
     assert set(derived["services"]) == {"text-model", "image-model", "jupyter"}
+    profiled = {n: s["profiles"] for n, s in compose["services"].items() if "profiles" in s}
+    assert profiled == {"prometheus": ["monitoring"]}
     for name, service in compose["services"].items():
+        if name in profiled:
+            continue
         devices = service["deploy"]["resources"]["reservations"]["devices"]
         assert devices == [{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}]
         copy = derived["services"][name]
