@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from tfgpu_kit import log as kitlog
-from tfgpu_kit.errors import EXIT_FAILED, EXIT_USAGE, KitError
+from tfgpu_kit.errors import EXIT_IO, EXIT_USAGE, KitError
 
 # Sub-commands, in --help order: module names under tfgpu_kit.commands.
 COMMANDS: tuple[str, ...] = (
@@ -31,7 +31,8 @@ COMMANDS: tuple[str, ...] = (
 
 EPILOG = """exit codes: 0 ok; 1 negative verdict (cannot run, stale files, failed verify, over
 budget);
-2 usage; 3 invalid spec under images/; 4 Docker engine unreachable or a build/push failed"""
+2 usage; 3 invalid spec under images/; 4 Docker engine unreachable or a build/push failed;
+5 a file or folder named cannot be read or written"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kitlog.stderr.print(
             f"error: {where}{exc.strerror or exc}", style="red", highlight=False, markup=False
         )
-        return EXIT_FAILED
+        return EXIT_IO
     except KeyboardInterrupt:
         logging.getLogger(__name__).warning("interrupted")
         return 130

@@ -12,6 +12,7 @@ EXIT_FAILED = 1  # the command ran and its verdict is negative (cannot run, stal
 EXIT_USAGE = 2  # bad flag or argument value (argparse uses 2 as well)
 EXIT_SPEC = 3  # images/ data is invalid
 EXIT_DOCKER = 4  # no Docker engine, or a build/push failed
+EXIT_IO = 5  # a file or folder the user named cannot be read or written (not a verdict)
 
 
 class KitError(Exception):

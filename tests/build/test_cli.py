@@ -67,7 +67,7 @@ def test_matrix_json_on_stdout_only() -> None:
         (["bake", "--base-registry=mirror_.local"], 2, "--base-registry 'mirror_.local' is not a"),
         (["nosuchcommand"], 2, "invalid choice"),
         # a path that cannot be written: named, no traceback
-        (["render", "--out", "/proc/tfgpu-no-such-dir/x"], 1, "error: /proc/tfgpu-no-such-dir"),
+        (["render", "--out", "/proc/tfgpu-no-such-dir/x"], 5, "error: /proc/tfgpu-no-such-dir"),
     ],
 )
 def test_error_paths(args: list[str], code: int, message: str) -> None:
