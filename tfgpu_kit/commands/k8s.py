@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_bool, parse_mem_limit, parse_virtual_devices
+from tfgpu.settings import is_ascii_number, parse_bool, parse_mem_limit, parse_virtual_devices
 
 from tfgpu_kit import k8s
 from tfgpu_kit.errors import KitError, UsageError
@@ -181,7 +181,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _number(flag: str, value: str, example: str, *, low: int = 1, high: int = 1_000_000) -> int:
     text = str(value).strip()
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not is_ascii_number(text) or not low <= int(text) <= high:
         raise UsageError(
             f"{flag} {value!r} is not valid: accepted: a whole number from {low} to {high}; "
             f"example: {flag} {example}"

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tfgpu.settings import is_ascii_number
+
 from tfgpu_kit import log
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.plan import budget, nvml, options, prometheus, report, sources
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
             str(i) for i in range(options.count("--gpu-count", args.gpu_count, "2"))
         ]
     elif found:
-        host_gpus = sorted((k for k in found if k.isdigit()), key=int)
+        host_gpus = sorted((k for k in found if is_ascii_number(k)), key=int)
     else:
         host_gpus = None
     slices = (

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tfgpu.errors import ConfigError
+from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.plan import caps as caps_mod
 from tfgpu_kit.plan.envvars import CAP_VARIABLES
@@ -182,7 +183,7 @@ def build(
 
 
 def _gpu_order(gpu: str) -> tuple[int, int, str]:
-    return (0, int(gpu), "") if gpu.isdigit() else (1, 0, gpu)
+    return (0, int(gpu), "") if is_ascii_number(gpu) else (1, 0, gpu)
 
 
 def _resolvable(workload: Workload, problems: list[Problem]) -> bool:

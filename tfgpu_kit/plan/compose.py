@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tfgpu.settings import is_ascii_number
+
 from tfgpu_kit.plan import devices, envvars
 from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
 
@@ -175,18 +177,19 @@ def _request_ids(request: Mapping[str, Any], host_gpus: Sequence[str] | None) ->
         if any(envvars.compose_interpolated(t) for t in texts):
             return f"device_ids {texts} are interpolated from the shell"
         return texts
-    if isinstance(count, int) and not isinstance(count, bool):
-        return devices.first_n(count, host_gpus)
-    if str(count) == "all" or count == -1:
+    # -1 is Docker's spelling of "all" (compose's `count: -1`): before the integer branch
+    if str(count) == "all" or (count == -1 and not isinstance(count, bool)):
         if host_gpus is None:
             return _NEEDS_COUNT.format("count: all")
         return list(host_gpus)
+    if isinstance(count, int) and not isinstance(count, bool):
+        return devices.first_n(count, host_gpus)
     return f"device count {count!r} is not a number or 'all'"
 
 
 def _container_order(ids: list[str]) -> list[str]:
     """Inside the container, CUDA numbers the GPUs it was given from 0, in host order."""
-    if all(i.isdigit() for i in ids):
+    if all(is_ascii_number(i) for i in ids):
         return sorted(ids, key=int)
     return ids
 
@@ -205,7 +208,7 @@ def _counts(service: Mapping[str, Any], unresolved: list[Unresolved]) -> tuple[i
 
 def _positive(raw: object, what: str, unresolved: list[Unresolved]) -> int:
     text = envvars.scalar_text(raw)
-    if text.isdigit():
+    if is_ascii_number(text):
         return int(text)
     unresolved.append(Unresolved(what, f"{text!r} is not a whole number; counted as 1"))
     return 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tfgpu.settings import is_ascii_number
+
 
 def nvidia_visible(value: str, host_gpus: Sequence[str] | None) -> list[str] | None:
     """GPU ids for an NVIDIA_VISIBLE_DEVICES value; None when it needs the host's GPU
@@ -32,7 +34,7 @@ def cuda_visible(value: str, container_gpus: Sequence[str]) -> list[str]:
     chosen: list[str] = []
     for raw in value.split(","):
         entry = raw.strip()
-        if entry.isdigit() and int(entry) < len(container_gpus):
+        if is_ascii_number(entry) and int(entry) < len(container_gpus):
             chosen.append(container_gpus[int(entry)])
             continue
         matches = [gpu for gpu in container_gpus if entry and gpu.startswith(entry)]

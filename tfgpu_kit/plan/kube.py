@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.plan import envvars
 from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
@@ -88,7 +89,7 @@ def _time_slicing(text: str) -> dict[str, int]:
     rename_all = bool(slicing.get("renameByDefault"))
     found: dict[str, int] = {}
     for entry in slicing.get("resources") or []:
-        if not isinstance(entry, Mapping) or not str(entry.get("replicas", "")).isdigit():
+        if not isinstance(entry, Mapping) or not is_ascii_number(str(entry.get("replicas", ""))):
             continue
         name = str(entry.get("rename") or entry.get("name"))
         if rename_all and not entry.get("rename"):
@@ -132,7 +133,7 @@ def read(
             if kind == "DaemonSet":
                 workload.notes.append("a DaemonSet runs one pod per node; counted once per node")
             processes = envvars.scalar_text(annotations.get(PROCESSES_ANNOTATION, 1))
-            if processes.isdigit():
+            if is_ascii_number(processes):
                 workload.processes = int(processes)
             else:
                 workload.unresolved.append(
@@ -219,7 +220,7 @@ def _gpus(
     for resource, amount in amounts.items():
         if not str(resource).startswith(GPU_RESOURCE_PREFIX):
             continue
-        count = int(str(amount)) if str(amount).isdigit() else 0
+        count = int(str(amount)) if is_ascii_number(str(amount)) else 0
         if count == 0:
             continue
         replicas = cluster.slices.get(str(resource), 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_mem_limit
+from tfgpu.settings import is_ascii_number, parse_mem_limit
 
 from tfgpu_kit.errors import UsageError
 
@@ -30,7 +30,7 @@ def size_mib(flag: str, value: str, example: str) -> float:
 
 def count(flag: str, value: str, example: str, *, minimum: int = 1) -> int:
     text = value.strip()
-    if not text.isdigit() or int(text) < minimum:
+    if not is_ascii_number(text) or int(text) < minimum:
         raise UsageError(
             f"{flag} {value!r} is not a whole number of at least {minimum}: "
             f"example: {flag} {example}"

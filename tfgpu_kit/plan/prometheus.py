@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 import yaml
+from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.plan.budget import GpuBudget
@@ -35,7 +36,7 @@ def parse_gpu_uuids(values: Sequence[str]) -> dict[str, str]:
     for value in values:
         gpu, sep, uuid = value.partition("=")
         gpu, uuid = gpu.strip(), uuid.strip()
-        if not sep or not gpu.isdigit() or not _UUID.fullmatch(uuid):
+        if not sep or not is_ascii_number(gpu) or not _UUID.fullmatch(uuid):
             raise UsageError(
                 f"--gpu-uuid {value!r} is not accepted: accepted: a host GPU id and its UUID "
                 f"as `nvidia-smi -L` prints it, ID=GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx; "
