@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfgpu_kit import cudagap, matrix
+from tfgpu_kit import compat_rules, cudagap
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.spec import CudaSource, Spec, Variant
 from tfgpu_kit.versions import Version
@@ -23,7 +23,7 @@ class Image:
     base_python: str
     repository: str
     newest: bool
-    req: matrix.Requirements
+    req: compat_rules.Requirements
     # this version's own extra packages (images.yaml versions[N].pip/.apt)
     version_pip: tuple[str, ...] = ()
     version_apt: tuple[str, ...] = ()
@@ -120,7 +120,7 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
         v = Version.parse(offered.version)
         newest_patch[v.major_minor] = max(v, newest_patch.get(v.major_minor, v))
     reqs = {
-        offered.version: matrix.requirements(spec, offered.version, override=cuda_source)
+        offered.version: compat_rules.requirements(spec, offered.version, override=cuda_source)
         for offered in spec.images.versions
     }
     for offered in spec.images.versions:

@@ -1,32 +1,42 @@
 """build.py's command line: argparse, one module per sub-command under tfgpu_kit/commands/.
 
-Each command module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`. To add a
-command, add its module name to COMMANDS. Data goes to stdout, logs to stderr; a KitError prints its
-message (no traceback) and exits with its code (tfgpu_kit/errors.py)."""
+Each command module ends with `COMMAND = Command(...)` (tfgpu_kit/commands/__init__.py); to add a
+command, import its module here and add it to COMMANDS. Data goes to stdout, logs to stderr; a
+KitError prints its message (no traceback) and exits with its code (tfgpu_kit/errors.py)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
 from tfgpu_kit import log as kitlog
+from tfgpu_kit.commands import (
+    Command,
+    bake,
+    build,
+    driver_check,
+    k8s,
+    lock,
+    matrix,
+    plan,
+    render,
+    verify,
+)
 from tfgpu_kit.errors import EXIT_IO, EXIT_USAGE, KitError
 
-# Sub-commands, in --help order: module names under tfgpu_kit.commands.
-COMMANDS: tuple[str, ...] = (
-    "matrix",
-    "check",
-    "render",
-    "build",
-    "verify",
-    "bake",
-    "lock",
-    "plan",
-    "k8s",
+# Sub-commands, in --help order.
+COMMANDS: tuple[Command, ...] = (
+    matrix.COMMAND,
+    driver_check.COMMAND,
+    render.COMMAND,
+    build.COMMAND,
+    verify.COMMAND,
+    bake.COMMAND,
+    lock.COMMAND,
+    plan.COMMAND,
+    k8s.COMMAND,
 )
 
 EPILOG = """exit codes: 0 ok; 1 negative verdict (cannot run, stale files, failed verify, over
@@ -42,11 +52,7 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def load_commands(names: Sequence[str] = COMMANDS) -> list[ModuleType]:
-    return [importlib.import_module(f"tfgpu_kit.commands.{name}") for name in names]
-
-
-def parser(commands: list[ModuleType]) -> argparse.ArgumentParser:
+def parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     top = _Parser(
         prog="build.py",
         description="Build TensorFlow GPU images with the tfgpu runtime inside",
@@ -56,22 +62,22 @@ def parser(commands: list[ModuleType]) -> argparse.ArgumentParser:
     top.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     subs = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subs.required = True
-    for module in commands:
+    for command in commands:
         sub = subs.add_parser(
-            module.NAME,
-            help=module.HELP,
-            description=getattr(module, "DESCRIPTION", module.HELP),
+            command.name,
+            help=command.help,
+            description=command.description,
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         sub.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-        module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        command.add_arguments(sub)
+        sub.set_defaults(_run=command.run)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser(load_commands()).parse_args(argv)
+    args = parser().parse_args(argv)
     kitlog.setup(verbose=args.verbose)
     try:
         return int(args._run(args))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import matrix
+from tfgpu_kit import compat_rules
 from tfgpu_kit.spec import ROOT, CudaSource, Spec
 from tfgpu_kit.versions import Version
 
@@ -72,7 +72,7 @@ class Observed:
         return "io.tfgpu.tensorflow" in self.labels
 
 
-def expected_labels(req: matrix.Requirements, variant: str) -> dict[str, str]:
+def expected_labels(req: compat_rules.Requirements, variant: str) -> dict[str, str]:
     assert req.gap is not None
     return {
         "io.tfgpu.tensorflow": req.tensorflow,
@@ -89,7 +89,7 @@ def expected_labels(req: matrix.Requirements, variant: str) -> dict[str, str]:
     }
 
 
-def expected_env(req: matrix.Requirements) -> dict[str, str]:
+def expected_env(req: compat_rules.Requirements) -> dict[str, str]:
     return {
         "TF_GPU_MEMORY_GROWTH": "true",
         "TFGPU_IMAGE_TF": req.tensorflow,
@@ -150,7 +150,7 @@ def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
         override = CudaSource(source)
     except ValueError:
         return [Check("label io.tfgpu.cuda.source", False, f"{source!r}: not base or wheels")]
-    req = matrix.requirements(spec, tf, override=override)
+    req = compat_rules.requirements(spec, tf, override=override)
     variant = observed.labels.get("io.tfgpu.variant", "?")
     checks = []
     for key, want in expected_labels(req, variant).items():

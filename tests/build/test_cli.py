@@ -15,6 +15,8 @@ import yaml
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli import COMMANDS
 
+COMMAND_NAMES = [command.name for command in COMMANDS]
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,7 +27,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, None])
+@pytest.mark.parametrize("command", [*COMMAND_NAMES, None])
 def test_help(command: str | None) -> None:
     result = run(*([command] if command else []), "--help")
     assert result.returncode == 0

@@ -219,10 +219,10 @@ def test_check_with_gpu_required_reports_the_gpu_once(wheel_venv: Venv) -> None:
 def test_check_child_reports_an_unavailable_gpu_and_still_imports(wheel_venv: Venv) -> None:
     """When only TensorFlow can tell (tensorflow-cpu is a CPU-only build), the child says so
     and imports again without the requirement."""
-    from tfgpu._check_child import MARK
+    from tfgpu._gpu_check_child import MARK
 
     r = wheel_venv.run(
-        "import runpy; runpy.run_module('tfgpu._check_child', run_name='__main__')",
+        "import runpy; runpy.run_module('tfgpu._gpu_check_child', run_name='__main__')",
         clean_env(TF_GPU_REQUIRED="true"),
     )
     assert r.returncode == 0, r.stderr

@@ -253,7 +253,7 @@ def test_pid1_with_a_terminal_that_is_not_ours_still_runs_the_command() -> None:
 
 CHILD_FAILS_BEFORE_EXEC = """
 import sys
-from tfgpu.init import run_as_init
+from tfgpu.pid1 import run_as_init
 sys.exit(run_as_init(["true"], {"PATH": "/usr/bin:/bin", "BAD": "a\\0b"}))
 """
 

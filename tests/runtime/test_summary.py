@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tfgpu.plan import make_plan
+from tfgpu.device_plan import make_plan
 from tfgpu.settings import parse_environment
 from tfgpu.summary import describe_plan
 

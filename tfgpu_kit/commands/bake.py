@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tfgpu_kit import bake, catalog, selectors
 from tfgpu_kit import spec as specs
+from tfgpu_kit.commands import Command
 from tfgpu_kit.commands.build import buildargs, iter_contexts
 from tfgpu_kit.errors import SpecError
 
@@ -67,3 +68,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu_kit import catalog, context, selectors, wheellock
-from tfgpu_kit import matrix as rules
+from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, SpecError
 from tfgpu_kit.output import print_json, table
 from tfgpu_kit.spec import ROOT, CudaSource
@@ -386,3 +387,6 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         status = verify_images(spec, client, [b.tags[0] for b in results], as_json=False) or status
     return status
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -14,6 +14,7 @@ from tfgpu.errors import ConfigError
 from tfgpu.settings import is_ascii_number, parse_bool, parse_mem_limit, parse_virtual_devices
 
 from tfgpu_kit import k8s
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import KitError, UsageError
 
 NAME = "k8s"
@@ -400,3 +401,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("---\n".join(text for _, text in outputs))
     return 0
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -7,6 +7,7 @@ import logging
 
 from tfgpu_kit import context, wheellock
 from tfgpu_kit import spec as specs
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED
 
 NAME = "lock"
@@ -55,3 +56,6 @@ def run(args: argparse.Namespace) -> int:
     log.info("wrote %s: %d wheels, %d new or changed", path, len(entries), len(changed))
     print(path)
     return 0
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import matrix as rules
+from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit import wheellock
+from tfgpu_kit.commands import Command
 from tfgpu_kit.output import print_json, table
 
 NAME = "matrix"
@@ -107,3 +108,6 @@ def run(args: argparse.Namespace) -> int:
         ],
     )
     return 0
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -10,9 +10,10 @@ from pathlib import Path
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit import log
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
-from tfgpu_kit.plan import budget, nvml, options, prometheus, report, sources
-from tfgpu_kit.plan.model import Placement, Workload
+from tfgpu_kit.fleet_budget import budget, nvml, options, prometheus, report, sources
+from tfgpu_kit.fleet_budget.model import Placement, Workload
 
 NAME = "plan"
 HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"
@@ -200,3 +201,6 @@ def _write_rules(
             else ""
         )
     )
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tfgpu_kit import catalog, render
 from tfgpu_kit import spec as specs
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED
 
 NAME = "render"
@@ -54,3 +55,6 @@ def run(args: argparse.Namespace) -> int:
         print(path)
     log.info("%d Dockerfiles rendered, %d changed", len(rendered), len(written))
     return 0
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -10,6 +10,7 @@ from typing import Any
 
 from tfgpu_kit import spec as specs
 from tfgpu_kit import verify
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, KitError
 from tfgpu_kit.output import print_json, table
 
@@ -95,3 +96,6 @@ def run(args: argparse.Namespace) -> int:
         as_json=args.json,
         gpu_probe=not args.no_gpu_probe,
     )
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

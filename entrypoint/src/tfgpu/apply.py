@@ -21,16 +21,16 @@ from __future__ import annotations
 import os
 import sys
 
+from tfgpu.device_plan import make_plan
 from tfgpu.errors import GpuUnavailableError
-from tfgpu.plan import make_plan
 from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable, List, Mapping, MutableMapping, Optional, TextIO
 
+    from tfgpu.device_plan import Plan
     from tfgpu.nvml import NvmlReport
-    from tfgpu.plan import Plan
     from tfgpu.settings import Settings
 
 

@@ -88,7 +88,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: List[str]) -> int:
 
         return show(as_json=args.json)
     if args.command == "check":
-        from tfgpu.check import check
+        from tfgpu.gpu_check import check
 
         return check(as_json=args.json)
     parser.print_help(sys.stderr)

@@ -10,17 +10,17 @@ from __future__ import annotations
 import os
 
 from tfgpu import nvml
+from tfgpu.device_plan import make_plan
 from tfgpu.driver import check_driver
 from tfgpu.errors import GpuUnavailableError
-from tfgpu.plan import make_plan
 from tfgpu.problems import ERROR, WARNING, Problem
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional
 
+    from tfgpu.device_plan import Plan
     from tfgpu.nvml import Gpu, NvmlReport
-    from tfgpu.plan import Plan
     from tfgpu.settings import Settings
 
 DOCKER_DEFAULT_SHM = 64 * 1024 * 1024

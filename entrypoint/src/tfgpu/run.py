@@ -98,7 +98,7 @@ def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
         _say(f"error: command not found: {command[0]}")
         return 127
     if os.getpid() == 1:
-        from tfgpu.init import run_as_init
+        from tfgpu.pid1 import run_as_init
 
         return run_as_init(command, env)
     try:

@@ -58,7 +58,7 @@ def show(
     if not settings.enabled:
         out.write("TF_GPU_CONFIG=off: the kit does nothing (no hook, no checks)\n")
         return EXIT_OK
-    from tfgpu.plan import make_plan
+    from tfgpu.device_plan import make_plan
     from tfgpu.summary import describe_plan
 
     width = max(len(n) for n in KIT_VARIABLES + NATIVE_VARIABLES)

@@ -6,8 +6,8 @@ TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms
 if TYPE_CHECKING:
     from typing import List, Optional
 
+    from tfgpu.device_plan import Plan
     from tfgpu.nvml import Gpu, NvmlReport
-    from tfgpu.plan import Plan
     from tfgpu.settings import Settings
 
 

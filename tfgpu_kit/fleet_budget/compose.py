@@ -14,8 +14,8 @@ from typing import Any
 
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.plan import devices, envvars
-from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.fleet_budget import devices, envvars
+from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
 
 PROCESSES_LABEL = "io.tfgpu.processes"
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tfgpu_kit import matrix, nvidia_require, spec
+from tfgpu_kit import compat_rules, nvidia_require, spec
+from tfgpu_kit.compat_rules import ArchCoverage, Verdict
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.matrix import ArchCoverage, Verdict
 from tfgpu_kit.spec import CudaSource
 from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
 
 SPEC = spec.load()
 
 
-def verdict(tf: str, driver: str, arch: str | None = None) -> matrix.Assessment:
-    return matrix.assess(SPEC, tf, parse_driver(driver), parse_arch(arch) if arch else None)
+def verdict(tf: str, driver: str, arch: str | None = None) -> compat_rules.Assessment:
+    return compat_rules.assess(SPEC, tf, parse_driver(driver), parse_arch(arch) if arch else None)
 
 
 @pytest.mark.parametrize(
@@ -115,17 +115,17 @@ def test_newest_runnable_with_arch_skips_unknown_coverage() -> None:
     )
     s = SPEC.model_copy(update={"matrix": unknown})
     driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
-    assert matrix.newest_runnable(s, driver, arch) == "2.15.0"
-    assert matrix.newest_unassessed(s, driver, arch) == "2.19.0"
-    data = matrix.assess(s, "2.21.0", driver, arch).as_json()
+    assert compat_rules.newest_runnable(s, driver, arch) == "2.15.0"
+    assert compat_rules.newest_unassessed(s, driver, arch) == "2.19.0"
+    data = compat_rules.assess(s, "2.21.0", driver, arch).as_json()
     assert data["newest_runnable_tensorflow"] == "2.15.0"
     assert data["newest_unassessed_tensorflow"] == "2.19.0"
     # without an arch nothing is unassessed
     no_arch = verdict("2.21.0", "470.82.01")
     assert no_arch.newest_unassessed is None
     # an unknown version older than the newest known one is not worth naming
-    assert matrix.newest_unassessed(s, parse_driver("560.35.03"), arch) is None
-    assert matrix.newest_runnable(s, parse_driver("560.35.03"), arch) == "2.21.0"
+    assert compat_rules.newest_unassessed(s, parse_driver("560.35.03"), arch) is None
+    assert compat_rules.newest_runnable(s, parse_driver("560.35.03"), arch) == "2.21.0"
 
 
 def test_newest_runnable_with_arch_none_known() -> None:
@@ -140,10 +140,10 @@ def test_newest_runnable_with_arch_none_known() -> None:
     )
     s = SPEC.model_copy(update={"matrix": unknown})
     driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
-    assert matrix.newest_runnable(s, driver, arch) is None
+    assert compat_rules.newest_runnable(s, driver, arch) is None
     # 2.21.0's PTX-only failure on 535 is no longer known either
-    assert matrix.newest_unassessed(s, driver, arch) == "2.21.0"
-    assert matrix.newest_runnable(s, driver, None) == "2.21.0"
+    assert compat_rules.newest_unassessed(s, driver, arch) == "2.21.0"
+    assert compat_rules.newest_runnable(s, driver, None) == "2.21.0"
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_newest_runnable_with_arch_none_known() -> None:
     ],
 )
 def test_arch_coverage(tf: str, arch: Arch, coverage: ArchCoverage) -> None:
-    assert matrix.arch_coverage(SPEC.matrix.tensorflow[tf], arch) is coverage
+    assert compat_rules.arch_coverage(SPEC.matrix.tensorflow[tf], arch) is coverage
 
 
 def test_arch_without_kernels_does_not_run() -> None:
@@ -225,7 +225,7 @@ def test_require_cuda_of_a_repaired_12x_image() -> None:
     """2.21.0 loads the CUDA 12.5 wheels it adds: every driver from the 12.x floor runs them
     (minor-version compatibility), and the base's brand alternatives stay, since its
     cuda-compat-12-3 serves CUDA 12.x to older data-centre branches (forward compatibility)."""
-    req = matrix.requirements(SPEC, "2.21.0")
+    req = compat_rules.requirements(SPEC, "2.21.0")
     assert req.require_cuda.startswith("cuda>=12.0,driver>=525.60.13 brand=tesla,driver>=470")
     assert admitted(req.require_cuda) == {
         "470.82.01 Tesla": True,  # the base's brand alternative: forward compatibility
@@ -248,7 +248,7 @@ def test_require_cuda_of_a_repaired_12x_image() -> None:
 def test_require_cuda_without_the_bases_brands() -> None:
     """2.15.0 loads CUDA 12.2 wheels on a CUDA 11.8 base: its cuda-compat-11-8 cannot serve 12.x,
     so the base's brand alternatives (450/470 branches) go, and only the 12.x floor remains."""
-    req = matrix.requirements(SPEC, "2.15.0")
+    req = compat_rules.requirements(SPEC, "2.15.0")
     assert req.require_cuda == "cuda>=12.0,driver>=525.60.13"
     result = admitted(req.require_cuda)
     assert [k for k, ok in result.items() if ok] == [
@@ -265,7 +265,7 @@ def test_require_cuda_without_the_bases_brands() -> None:
 def test_require_cuda_for_11x_admits_its_floor() -> None:
     """2.14.0 adds CUDA 11.8 wheels (cuDNN 8.7) on the 11.8 base; `450.80.02` has a leading zero,
     which dsl.c (strtoumax) reads as 450.80.2."""
-    req = matrix.requirements(SPEC, "2.14.0")
+    req = compat_rules.requirements(SPEC, "2.14.0")
     assert req.require_cuda.startswith("cuda>=11.0,driver>=450.80.02 brand=tesla,driver>=450")
     for driver, ok in (("450.80.02", True), ("450.80.01", False), ("455.23.05", True)):
         verdict = nvidia_require.evaluate(
@@ -276,7 +276,7 @@ def test_require_cuda_for_11x_admits_its_floor() -> None:
 
 def test_require_cuda_without_a_visible_gpu_checks_the_driver_only() -> None:
     # dsl.c: with no GPU visible every brand= and arch= condition holds
-    req = matrix.requirements(SPEC, "2.17.0")
+    req = compat_rules.requirements(SPEC, "2.17.0")
     assert nvidia_require.evaluate(req.require_cuda, cuda="11.4", driver="470.82.01").ok
     assert not nvidia_require.evaluate(req.require_cuda, cuda="11.8", driver="520.61.05").ok
 
@@ -285,12 +285,12 @@ def test_image_requirements_follow_the_loaded_libraries() -> None:
     """Labels, tags and driver floor describe what TensorFlow loads in the image: the base's CUDA
     12.3 for 2.17.0, the 12.5 wheels for 2.21.0 (and the base's 12.3 when forced to it)."""
     assert (
-        str(matrix.requirements(SPEC, "2.17.0").cuda),
-        str(matrix.requirements(SPEC, "2.17.0").cudnn),
+        str(compat_rules.requirements(SPEC, "2.17.0").cuda),
+        str(compat_rules.requirements(SPEC, "2.17.0").cudnn),
     ) == ("12.3.1", "8.9.6")
-    r21 = matrix.requirements(SPEC, "2.21.0")
+    r21 = compat_rules.requirements(SPEC, "2.21.0")
     assert (str(r21.cuda), str(r21.cudnn), str(r21.driver_min)) == ("12.5.1", "9.3.0", "555.42.06")
-    forced = matrix.requirements(SPEC, "2.21.0", override=CudaSource.BASE)
+    forced = compat_rules.requirements(SPEC, "2.21.0", override=CudaSource.BASE)
     assert (str(forced.cuda), str(forced.cudnn), str(forced.driver_min)) == (
         "12.3.1",
         "8.9.6",

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.plan import envvars
-from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.fleet_budget import envvars
+from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
 
 GPU_RESOURCE_PREFIX = "nvidia.com/gpu"
 PROCESSES_ANNOTATION = "tfgpu.io/processes"

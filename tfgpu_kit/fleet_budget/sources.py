@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.plan import compose, kube
-from tfgpu_kit.plan.model import Workload
+from tfgpu_kit.fleet_budget import compose, kube
+from tfgpu_kit.fleet_budget.model import Workload
 
 
 @dataclass

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from tfgpu.errors import ConfigError
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.plan import caps as caps_mod
-from tfgpu_kit.plan.envvars import CAP_VARIABLES
-from tfgpu_kit.plan.model import Placement, Problem, Workload
+from tfgpu_kit.fleet_budget import caps as caps_mod
+from tfgpu_kit.fleet_budget.envvars import CAP_VARIABLES
+from tfgpu_kit.fleet_budget.model import Placement, Problem, Workload
 
 SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
 # Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields

@@ -1,7 +1,7 @@
 """`tfgpu check [--json]`: is the GPU set-up working? The one command a user runs.
 
 Light checks here (settings, NVML, CUDA libraries by ctypes, the hook's .pth); TensorFlow
-only in a child Python (`_check_child`), which imports it, applies the plan for real and
+only in a child Python (`_gpu_check_child`), which imports it, applies the plan for real and
 reports the logical devices and their memory. Exit 0 ok, 1 broken, 78 bad configuration.
 """
 
@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 from tfgpu import __version__, libs, nvml
+from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
-from tfgpu.plan import make_plan
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
 
@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, TextIO
 
-    from tfgpu.plan import Plan
+    from tfgpu.device_plan import Plan
     from tfgpu.settings import Settings
 
 CHILD_TIMEOUT = 600
@@ -43,13 +43,13 @@ def hook_pth() -> Optional[str]:
 
 
 def run_child(environ: Mapping[str, str]) -> Dict[str, Any]:
-    from tfgpu._check_child import MARK
+    from tfgpu._gpu_check_child import MARK
 
     env = dict(environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "tfgpu._check_child"],
+            [sys.executable, "-m", "tfgpu._gpu_check_child"],
             env=env,
             capture_output=True,
             text=True,

@@ -1,6 +1,6 @@
 """`tfgpu check` and `tfgpu show` in-process, with the TensorFlow child and NVML replaced.
 
-The child (`_check_child`, real TensorFlow) is replaced by a function that records the
+The child (`_gpu_check_child`, real TensorFlow) is replaced by a function that records the
 environment it would get and returns what a child reports; NVML by the pynvml stand-in.
 The real child runs in test_hook_real_tf.py.
 """
@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from tfgpu import check, nvml, show
+from tfgpu import gpu_check, nvml, show
 
 from tests.runtime.standins import standin_pynvml
 
@@ -58,7 +58,7 @@ def child_envs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
             }
         return TF_OK
 
-    monkeypatch.setattr(check, "run_child", fake_child)
+    monkeypatch.setattr(gpu_check, "run_child", fake_child)
     return seen
 
 
@@ -70,7 +70,7 @@ def test_required_without_gpu_is_reported_once_not_as_a_tensorflow_failure(
     monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
 ) -> None:
     monkeypatch.setattr(nvml, "query", no_driver)
-    doc, code = check.collect({"TF_GPU_REQUIRED": "true"})
+    doc, code = gpu_check.collect({"TF_GPU_REQUIRED": "true"})
     assert code == 1 and doc["ok"] is False
     assert [e["TF_GPU_REQUIRED"] for e in child_envs] == ["false"]
     assert whats(doc) == [nvml.NO_DRIVER]
@@ -84,7 +84,7 @@ def test_required_with_a_driver_but_no_gpu(
     report = nvml.query(standin_pynvml([]))
     assert report.found and report.gpus == []
     monkeypatch.setattr(nvml, "query", lambda: report)
-    doc, code = check.collect({"TF_GPU_REQUIRED": "true"})
+    doc, code = gpu_check.collect({"TF_GPU_REQUIRED": "true"})
     assert code == 1 and child_envs[0]["TF_GPU_REQUIRED"] == "false"
     assert whats(doc) == [
         "the NVIDIA driver reports no GPU (was the container started with --gpus?)"
@@ -100,7 +100,7 @@ def test_unavailability_only_the_child_found_is_reported_once(
     unknown.error = "nvidia-ml-py is not installed"
     monkeypatch.setattr(nvml, "query", lambda: unknown)
     child = dict(TF_OK, gpu_unavailable="TensorFlow sees no GPU (no driver, …)")
-    doc, code = check.collect({"TF_GPU_REQUIRED": "true"}, child=child)
+    doc, code = gpu_check.collect({"TF_GPU_REQUIRED": "true"}, child=child)
     assert code == 1 and whats(doc) == ["TensorFlow sees no GPU (no driver, …)"]
 
 
@@ -108,7 +108,7 @@ def test_not_required_without_gpu_is_a_warning(
     monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
 ) -> None:
     monkeypatch.setattr(nvml, "query", no_driver)
-    doc, code = check.collect({})
+    doc, code = gpu_check.collect({})
     assert code == 0 and doc["ok"] is True and whats(doc) == []
     assert "TF_GPU_REQUIRED" not in child_envs[0]
 
@@ -120,7 +120,7 @@ def test_plan_is_resolved_against_the_gpus_and_rendered(
         standin_pynvml([("NVIDIA A10", "GPU-aaaa", 24576), ("NVIDIA A10", "GPU-bbbb", 24576)])
     )
     monkeypatch.setattr(nvml, "query", lambda: report)
-    doc, code = check.collect(
+    doc, code = gpu_check.collect(
         {"TF_GPU_VIRTUAL_DEVICES": "6144,25%;50%", "TF_GPU_MEMORY_GROWTH": "yes"}
     )
     assert code == 0, doc["problems"]
@@ -133,7 +133,7 @@ def test_plan_is_resolved_against_the_gpus_and_rendered(
         "warnings": [],
     }
     out = io.StringIO()
-    check.render(doc, out)
+    gpu_check.render(doc, out)
     assert (
         "plan: GPU 0: 2 logical GPUs of 6144, 6144 MiB; GPU 1: 1 logical GPU of 12288 MiB; "
         "memory growth on (TF_FORCE_GPU_ALLOW_GROWTH=true)\n"
@@ -144,10 +144,10 @@ def test_no_plan_with_a_bad_configuration(
     monkeypatch: pytest.MonkeyPatch, child_envs: list[dict[str, str]]
 ) -> None:
     monkeypatch.setattr(nvml, "query", no_driver)
-    doc, code = check.collect({"TF_GPU_MEM_LIMIT": "lots"})
+    doc, code = gpu_check.collect({"TF_GPU_MEM_LIMIT": "lots"})
     assert code == 78 and doc["plan"] is None
     out = io.StringIO()
-    check.render(doc, out)
+    gpu_check.render(doc, out)
     assert "plan:" not in out.getvalue()
 
 

@@ -1,7 +1,7 @@
 """A workload's caps per visible GPU, decided by the runtime's own code.
 
 The plan must agree with what the container will do, so it does not parse the
-variables itself: tfgpu.settings validates the environment and tfgpu.plan turns it
+variables itself: tfgpu.settings validates the environment and tfgpu.device_plan turns it
 into per-GPU limits, exactly as the hook does inside the container (a value the
 runtime would refuse with exit 78 is an error here too)."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tfgpu import plan as runtime_plan
+from tfgpu import device_plan as runtime_plan
 from tfgpu import settings as runtime_settings
 
 

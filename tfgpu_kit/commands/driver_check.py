@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 
-from tfgpu_kit import matrix as rules
+from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import nvml
 from tfgpu_kit import spec as specs
+from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.output import print_json, table
 from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
@@ -160,3 +161,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     return 0
+
+
+COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tfgpu_kit.plan.budget import GpuBudget
-from tfgpu_kit.plan.model import Problem
+from tfgpu_kit.fleet_budget.budget import GpuBudget
+from tfgpu_kit.fleet_budget.model import Problem
 
 
 def as_json(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from tfgpu.device_plan import make_plan
 from tfgpu.errors import ConfigError
-from tfgpu.plan import make_plan
 from tfgpu.settings import parse_environment
 
 

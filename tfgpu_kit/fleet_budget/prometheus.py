@@ -19,7 +19,7 @@ import yaml
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.plan.budget import GpuBudget
+from tfgpu_kit.fleet_budget.budget import GpuBudget
 
 COMMITTED = "tfgpu_plan_committed_bytes"
 MEMORY = "tfgpu_plan_gpu_memory_bytes"
