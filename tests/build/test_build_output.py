@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from tfgpu_kit import catalog, dockerbuild, spec
-from tfgpu_kit.commands import build
+from tfgpu_kit import image_builds as build
 from tfgpu_kit.errors import EXIT_FAILED, DockerError
 
 SPEC = spec.load()
@@ -166,3 +166,27 @@ def test_report_prints_and_checks_the_size_budget(
     assert "size budget exceeded: 2.16.1-gpu adds 1.50 MiB to its base (budget 1.00 MiB)" in (
         caplog.messages
     )
+
+
+@pytest.mark.parametrize(
+    ("remote", "url"),
+    [
+        ("https://github.com/acme/tfgpu.git", "https://github.com/acme/tfgpu"),
+        ("https://gitlab.example.com/ml/tfgpu", "https://gitlab.example.com/ml/tfgpu"),
+        ("git@github.com:acme/tfgpu.git", "https://github.com/acme/tfgpu"),
+        ("ssh://git@github.com/acme/tfgpu.git", "https://github.com/acme/tfgpu"),
+        ("/work/main", None),  # a clone of a local checkout: not a source anyone can open
+        ("../tfgpu", None),
+        ("file:///srv/git/tfgpu", None),
+        (None, None),
+    ],
+)
+def test_source_label_is_a_url_or_unknown(remote: str | None, url: str | None) -> None:
+    assert build.source_url(remote) == url
+
+
+def test_buildargs_never_label_a_local_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = {("rev-parse", "HEAD"): "c0ffee", ("remote", "get-url", "origin"): "/work/main"}
+    monkeypatch.setattr(build, "_git", lambda *command: answers.get(command))
+    args = build.buildargs(base_digest=None)
+    assert args["TFGPU_SOURCE"] == "unknown" and args["TFGPU_REVISION"] == "c0ffee"

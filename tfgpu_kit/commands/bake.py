@@ -7,10 +7,9 @@ import json
 import logging
 from pathlib import Path
 
-from tfgpu_kit import bake, catalog, selectors
+from tfgpu_kit import bake, catalog, image_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
-from tfgpu_kit.commands.build import buildargs, iter_contexts
 from tfgpu_kit.errors import SpecError
 
 NAME = "bake"
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         log.warning("%s\n  (written anyway; building those targets would fail)", error)
     cuda_wheels_mib: dict[str, float] = {}
     if args.assemble:
-        for image, ctx in iter_contexts(spec, images, args.contexts):
+        for image, ctx in image_builds.iter_contexts(spec, images, args.contexts):
             if image.gap.wheels:
                 cuda_wheels_mib[image.name] = ctx.cuda_wheels_mib
     data = bake.bake_file(
@@ -58,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         contexts=args.contexts,
         registry=args.registry,
         base_registry=args.base_registry,
-        buildargs=buildargs(base_digest=None),
+        buildargs=image_builds.buildargs(base_digest=None),
         cuda_wheels_mib=cuda_wheels_mib,
     )
     text = json.dumps(data, indent=2) + "\n"

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import logging
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from tfgpu_kit import catalog, context, selectors, wheellock
-from tfgpu_kit import compat_rules as rules
+from tfgpu_kit import catalog, image_builds, selectors
 from tfgpu_kit import spec as specs
-from tfgpu_kit.catalog import Image
 from tfgpu_kit.commands import Command
-from tfgpu_kit.errors import EXIT_FAILED, SpecError
-from tfgpu_kit.output import print_json, table
-from tfgpu_kit.spec import ROOT, CudaSource
-from tfgpu_kit.versions import parse_driver
+from tfgpu_kit.errors import EXIT_FAILED
+from tfgpu_kit.spec import CudaSource
 
 NAME = "build"
 HELP = "build tagged images (Docker SDK); --dry-run shows what would be built"
@@ -68,285 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="the final table (or dry run) as JSON")
 
 
-def _git(*command: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), *command],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def buildargs(*, base_digest: str | None, cuda_wheels_mib: float | None = None) -> dict[str, str]:
-    """The per-build ARGs of the Dockerfiles (BASE_REGISTRY is added per image)."""
-    created = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
-    args = {
-        "TFGPU_CREATED": created,
-        "TFGPU_REVISION": _git("rev-parse", "HEAD") or "unknown",
-        "TFGPU_SOURCE": _git("remote", "get-url", "origin") or "unknown",
-        "TFGPU_BASE_DIGEST": base_digest or "unknown",
-    }
-    if cuda_wheels_mib is not None:
-        args["TFGPU_CUDA_WHEELS_MIB"] = f"{cuda_wheels_mib:.0f}"
-    return args
-
-
-def refuse_for_driver(
-    spec: specs.Spec, images: list[Image], driver_text: str, force: bool
-) -> list[Image]:
-    driver = parse_driver(driver_text)
-    refused = []
-    for image in images:
-        verdict = rules.assess(spec, image.tensorflow, driver)
-        if not verdict.verdict.runs:
-            refused.append((image, verdict))
-    for image, verdict in refused:
-        level = logging.WARNING if force else logging.ERROR
-        log.log(
-            level,
-            "%s: driver %s: %s (%s)",
-            image.name,
-            driver,
-            verdict.verdict.value,
-            "; ".join(verdict.reasons),
-        )
-    if refused and not force:
-        return [image for image, _ in refused]
-    return []
-
-
-def iter_contexts(
-    spec: specs.Spec, images: list[Image], root: Path
-) -> Iterator[tuple[Image, context.Context]]:
-    """Assemble the build context of each image under root/<image name>, one at a time (an
-    image that adds NVIDIA's CUDA wheels has gigabytes of them); the runtime wheel is built once."""
-    from tfgpu_kit import render
-
-    lock = wheellock.load()
-    if missing := [pin for image in images for pin in image.gap.wheels if pin not in lock.wheels]:
-        raise SpecError(
-            f"{wheellock.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
-            hint="run `build.py lock` after changing and_cuda in images/matrix.yaml",
-        )
-    root.mkdir(parents=True, exist_ok=True)
-    wheel = context.build_runtime_wheel(root / ".runtime-wheel")
-    log.info("runtime wheel %s", wheel.name)
-    for image in images:
-        ctx = context.assemble(
-            image,
-            render.render_image(spec, image),
-            root / image.name,
-            runtime_wheel=wheel,
-            runtime_extras=list(spec.images.runtime_extras),
-            lock=lock,
-        )
-        log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
-        if image.gap.wheels:
-            log.info(
-                "%s: %s; %.0f MiB unpacked", image.name, image.gap.describe(), ctx.cuda_wheels_mib
-            )
-        yield image, ctx
-
-
-def _base_registry(image: Image, override: str | None) -> str:
-    return (override or image.base_registry).rstrip("/")
-
-
-def dry_run(images: list[Image], args: argparse.Namespace) -> int:
-    from tfgpu_kit import render
-
-    rows = []
-    for image in images:
-        rows.append(
-            {
-                "image": image.name,
-                "dockerfile": str(
-                    render.dockerfile_path(render.DOCKERFILES_DIR, image).relative_to(ROOT)
-                ),
-                "base": f"{_base_registry(image, args.base_registry)}/{image.base_ref}",
-                "tags": image.tags(registry=args.registry),
-                "push": bool(args.push),
-                "cuda": image.gap.as_json(),
-            }
-        )
-    if args.json:
-        print_json(rows)
-    else:
-        table(
-            "dry run: would build",
-            ["image", "base", "CUDA", "tags"],
-            [
-                [
-                    str(r["image"]),
-                    str(r["base"]),
-                    f"{image.gap.source.value}: {image.gap.describe()}",
-                    "\n".join(image.tags(registry=args.registry)),
-                ]
-                for r, image in zip(rows, images, strict=True)
-            ],
-        )
-    log.info("dry run: %d image(s), nothing built", len(rows))
-    return 0
-
-
-@dataclass
-class Built:
-    image: Image
-    image_id: str
-    tags: list[str]
-    size: int
-    added: int | None
-    seconds: float
-    cuda_wheels_mib: float = 0.0  # unpacked size of the NVIDIA wheels the image adds
-
-    @property
-    def budget_mib(self) -> float:
-        """What the image may add to its base: the variant's budget for the kit's own layers,
-        plus the NVIDIA wheels' unpacked size when it adds them."""
-        return self.image.variant.max_added_mib + self.cuda_wheels_mib
-
-
-_MIB = 1024 * 1024
-TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
-
-
-def _added_mib(b: Built) -> float | None:
-    return b.added / _MIB if b.added is not None else None
-
-
-def _cuda_cell(b: Built) -> str:
-    gap = b.image.gap
-    if gap.wheels:
-        return f"wheels: CUDA {gap.cuda}, cuDNN {gap.cudnn} ({b.cuda_wheels_mib:.0f} MiB)"
-    return f"base: CUDA {gap.cuda}, cuDNN {gap.cudnn}"
-
-
-def json_rows(results: list[Built]) -> list[dict[str, object]]:
-    """The final table as `--json` prints it: one object per built image."""
-    rows: list[dict[str, object]] = []
-    for b in results:
-        added = _added_mib(b)
-        rows.append(
-            {
-                "image": b.image.name,
-                "id": b.image_id,
-                "tags": b.tags,
-                "cuda_source": b.image.gap.source.value,
-                "cuda": str(b.image.gap.cuda),
-                "cudnn": str(b.image.gap.cudnn),
-                "cuda_wheels": list(b.image.gap.wheels),
-                "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
-                "size_mib": round(b.size / _MIB, 1),
-                "added_mib": round(added, 2) if added is not None else None,
-                "budget_mib": round(b.budget_mib, 2),
-                "seconds": round(b.seconds, 1),
-            }
-        )
-    return rows
-
-
-def table_rows(results: list[Built]) -> list[list[str]]:
-    """The final table's cells (TABLE_COLUMNS): tags one per line, sizes in MiB, `?` for the
-    size added when the base was not there to compare."""
-    rows = []
-    for b in results:
-        added = _added_mib(b)
-        rows.append(
-            [
-                b.image.name,
-                "\n".join(b.tags),
-                _cuda_cell(b),
-                f"{b.size / _MIB:.1f} MiB",
-                f"{added:.2f} MiB" if added is not None else "?",
-                f"{b.budget_mib:.2f} MiB",
-                f"{b.seconds:.1f} s",
-            ]
-        )
-    return rows
-
-
-def over_budget(results: list[Built]) -> list[str]:
-    """Images that add more to their base than their budget (Built.budget_mib)."""
-    problems = []
-    for b in results:
-        added = _added_mib(b)
-        if added is not None and added > b.budget_mib:
-            extra = (
-                f" = {b.image.variant.max_added_mib:g} MiB for the kit"
-                f" + {b.cuda_wheels_mib:.2f} MiB of NVIDIA wheels"
-                if b.cuda_wheels_mib
-                else ""
-            )
-            problems.append(
-                f"{b.image.name} adds {added:.2f} MiB to its base"
-                f" (budget {b.budget_mib:.2f} MiB{extra})"
-            )
-    return problems
-
-
-def report(results: list[Built], *, as_json: bool) -> int:
-    """Print the final table (or JSON) on stdout, log each budget overrun; EXIT_FAILED if any."""
-    if as_json:
-        print_json(json_rows(results))
-    else:
-        table("built", TABLE_COLUMNS, table_rows(results))
-    problems = over_budget(results)
-    for problem in problems:
-        log.error("size budget exceeded: %s", problem)
-    return EXIT_FAILED if problems else 0
-
-
-def _build_one(
-    spec: specs.Spec, client: Any, image: Image, ctx: context.Context, args: argparse.Namespace
-) -> Built:
-    from tfgpu_kit import dockerbuild
-
-    timer = dockerbuild.Timer()
-    base_ref = f"{_base_registry(image, args.base_registry)}/{image.base_ref}"
-    base = dockerbuild.local_image(client, base_ref)
-    if base is None:
-        log.warning(
-            "%s: base %s is not present locally: the engine will try to pull it",
-            image.name,
-            base_ref,
-        )
-    else:
-        log.info("%s: base %s present locally (%s)", image.name, base_ref, base.short_id)
-    bargs = buildargs(
-        base_digest=dockerbuild.repo_digest(base) if base is not None else None,
-        cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
-    )
-    bargs["BASE_REGISTRY"] = _base_registry(image, args.base_registry)
-    first = image.tags(registry=args.registry)[0]
-    image_id = dockerbuild.build(
-        client, ctx.path, label=image.name, tag=first, buildargs=bargs, no_cache=args.no_cache
-    )
-    python = dockerbuild.python_version(client, image_id)
-    if python != image.base_python:
-        log.warning(
-            "%s: the base has Python %s, images.yaml says %s: the composite tag uses %s",
-            image.name,
-            python,
-            image.base_python,
-            python,
-        )
-    tags = image.tags(registry=args.registry, python=python)
-    for ref in tags:
-        dockerbuild.tag(client, image_id, ref)
-    built = client.images.get(image_id)
-    size = int(built.attrs.get("Size", 0))
-    added = size - int(base.attrs.get("Size", 0)) if base is not None else None
-    if args.push:
-        for ref in tags:
-            dockerbuild.push(client, ref)
-    return Built(image, image_id, tags, size, added, timer.seconds, ctx.cuda_wheels_mib)
-
-
 def run(args: argparse.Namespace) -> int:
     catalog.check_registry("--registry", args.registry)
     catalog.check_registry("--base-registry", args.base_registry)
@@ -361,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     # would only fail at pip install, deep in the Docker build
     specs.check_base_python(spec, {image.tensorflow for image in images})
     if args.driver is not None:
-        refused = refuse_for_driver(spec, images, args.driver, args.force)
+        refused = image_builds.refuse_for_driver(spec, images, args.driver, args.force)
         if refused:
             log.error(
                 "refusing to build %s (driver %s cannot run them); --force builds them anyway",
@@ -369,24 +79,18 @@ def run(args: argparse.Namespace) -> int:
                 args.driver,
             )
             return EXIT_FAILED
+    options = image_builds.BuildOptions(
+        registry=args.registry,
+        base_registry=args.base_registry,
+        push=args.push,
+        no_cache=args.no_cache,
+        contexts=args.contexts,
+        verify=args.verify,
+        as_json=args.json,
+    )
     if args.dry_run:
-        return dry_run(images, args)
-
-    from tfgpu_kit import dockerbuild
-    from tfgpu_kit.commands.verify import verify_images
-
-    client = dockerbuild.client()
-    results = []
-    with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
-        for image, ctx in iter_contexts(spec, images, args.contexts or Path(tmp)):
-            results.append(_build_one(spec, client, image, ctx, args))
-            if args.contexts is None:  # a temporary context is not kept (gigabytes of wheels)
-                shutil.rmtree(ctx.path)
-
-    status = report(results, as_json=args.json)
-    if args.verify:
-        status = verify_images(spec, client, [b.tags[0] for b in results], as_json=False) or status
-    return status
+        return image_builds.dry_run(images, options)
+    return image_builds.build_images(spec, images, options)
 
 
 COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
