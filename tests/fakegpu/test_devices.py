@@ -137,8 +137,9 @@ out["driver"] = [report.found, report.driver_version, report.cuda_version, repor
 out["gpus"] = [[g.name, g.uuid, g.total_mib, g.free_mib, g.compute_capability, g.brand]
                for g in report.gpus]
 from tfgpu_kit import nvml as kit_nvml
-d = kit_nvml.read()
-out["kit"] = [d.version, [[g.index, g.name, list(g.arch)] for g in d.gpus]]
+d = kit_nvml.local_driver()  # the build side's `check`: the runtime's reader, no device files
+out["kit"] = [d.driver_version, [[g.index, g.name, g.compute_capability] for g in d.gpus]]
+out["plan"] = kit_nvml.gpu_memory(["--gpu-memory SIZE"])
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(1)
 u = pynvml.nvmlDeviceGetUtilizationRates(h)
@@ -154,6 +155,15 @@ out["misc"] = [pynvml.nvmlDeviceGetBrand(h), u.gpu, u.memory,
     ]
     assert out["kit"] == [
         "550.54.15",
-        [[0, "Fake A100-PCIE-8GB", [8, 0]], [1, "Fake A100-SXM4-16GB", [9, 0]]],
+        [[0, "Fake A100-PCIE-8GB", "8.0"], [1, "Fake A100-SXM4-16GB", "9.0"]],
+    ]
+    assert out["plan"] == [
+        {
+            "0": 8192,
+            "GPU-aaaaaaaa-0000-4000-8000-000000000000": 8192,
+            "1": 16384,
+            "GPU-bbbbbbbb-0000-4000-8000-000000000000": 16384,
+        },
+        None,
     ]
     assert out["misc"] == [2, 0, 0, []]  # NVML_BRAND_TESLA; nothing runs; no process

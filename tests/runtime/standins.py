@@ -1,4 +1,4 @@
-"""Stand-ins for `tf.config` and `pynvml`. They are NOT TensorFlow or NVML.
+"""A stand-in for `tf.config`. It is NOT TensorFlow (`pynvml`'s: tests/pynvml_standin.py).
 
 The tf stand-in records calls and enforces TensorFlow 2.21's rules with its exact
 messages, as listed in /work/shared/reference/tf-gpu-facts.md §3 (eager/context.py):
@@ -137,62 +137,3 @@ def standin_tf(gpus: int, *, cuda_build: bool = True) -> types.SimpleNamespace:
         ),
         policy=policy,
     )
-
-
-# --- pynvml ---------------------------------------------------------------------------------
-
-
-class NVMLError(Exception):
-    pass
-
-
-class NVMLError_LibraryNotFound(NVMLError):
-    pass
-
-
-def standin_pynvml(
-    gpus: list[tuple[str, str, int]],
-    *,
-    driver: str = "550.54.15",
-    cuda: int = 12040,
-    brand: int = 2,
-    missing: bool = False,
-) -> types.ModuleType:
-    """A `pynvml` stand-in. gpus: (name, uuid, total MiB) in NVML (PCI) order."""
-    m = types.ModuleType("pynvml")
-    state = {"init": 0}
-
-    def nvml_init() -> None:
-        if missing:
-            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-        state["init"] += 1
-
-    def need_init() -> None:
-        if state["init"] <= 0:
-            raise NVMLError("Uninitialized")
-
-    def handle(i: int) -> int:
-        need_init()
-        if not 0 <= i < len(gpus):
-            raise NVMLError("Invalid Argument")
-        return i
-
-    def memory(h: int) -> types.SimpleNamespace:
-        total = gpus[h][2] << 20
-        return types.SimpleNamespace(total=total, free=total - (300 << 20), used=300 << 20)
-
-    m.nvmlInit = nvml_init  # type: ignore[attr-defined]
-    m.nvmlShutdown = lambda: state.__setitem__("init", state["init"] - 1)  # type: ignore[attr-defined]
-    m.nvmlSystemGetDriverVersion = lambda: (need_init(), driver)[1]  # type: ignore[attr-defined]
-    m.nvmlSystemGetCudaDriverVersion = lambda: cuda  # type: ignore[attr-defined]
-    m.nvmlDeviceGetCount = lambda: (need_init(), len(gpus))[1]  # type: ignore[attr-defined]
-    m.nvmlDeviceGetHandleByIndex = handle  # type: ignore[attr-defined]
-    m.nvmlDeviceGetName = lambda h: gpus[h][0]  # type: ignore[attr-defined]
-    m.nvmlDeviceGetUUID = lambda h: gpus[h][1]  # type: ignore[attr-defined]
-    m.nvmlDeviceGetMemoryInfo = memory  # type: ignore[attr-defined]
-    m.nvmlDeviceGetCudaComputeCapability = lambda h: (8, 6)  # type: ignore[attr-defined]
-    m.nvmlDeviceGetBrand = lambda h: brand  # type: ignore[attr-defined]
-    m.NVMLError = NVMLError  # type: ignore[attr-defined]
-    m.NVMLError_LibraryNotFound = NVMLError_LibraryNotFound  # type: ignore[attr-defined]
-    m.state = state  # type: ignore[attr-defined]
-    return m

@@ -13,7 +13,8 @@ from tfgpu import nvml
 from tfgpu.apply import configure_tensorflow
 from tfgpu.errors import ConfigError, GpuUnavailableError
 
-from tests.runtime.standins import LogicalDeviceConfiguration, standin_pynvml, standin_tf
+from tests.pynvml_standin import standin_pynvml
+from tests.runtime.standins import LogicalDeviceConfiguration, standin_tf
 
 
 def apply(tf: object, environ: dict[str, str], **kw: object) -> tuple[dict[str, str], str]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from tfgpu import gpu_check, nvml, show
 
-from tests.runtime.standins import standin_pynvml
+from tests.pynvml_standin import standin_pynvml
 
 TF_OK: dict[str, Any] = {
     "tensorflow": {

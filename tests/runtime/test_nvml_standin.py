@@ -12,7 +12,7 @@ from tfgpu.errors import ConfigError, GpuUnavailableError
 from tfgpu.preflight import run_preflight
 from tfgpu.settings import parse_environment
 
-from tests.runtime.standins import standin_pynvml
+from tests.pynvml_standin import standin_pynvml
 
 A10 = ("NVIDIA A10", "GPU-11111111-aaaa", 24576)
 T4 = ("Tesla T4", "GPU-22222222-bbbb", 15360)

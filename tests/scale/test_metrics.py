@@ -25,7 +25,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from tfgpu import metrics, nvml
 
-from tests.runtime.standins import LogicalDeviceConfiguration, standin_pynvml, standin_tf
+from tests.pynvml_standin import standin_pynvml
+from tests.runtime.standins import LogicalDeviceConfiguration, standin_tf
 
 CHILD = Path(__file__).with_name("metrics_child.py")
 MIB = 1 << 20

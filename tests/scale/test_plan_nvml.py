@@ -1,5 +1,5 @@
-"""`build.py plan` reading GPU memory through NVML, with a fake `pynvml` module (no driver here):
-no driver, a failure after nvmlInit, and two GPUs of different sizes."""
+"""`build.py plan` reading GPU memory through NVML, with the tests' `pynvml` stand-in (no driver
+here): no driver, a failure after nvmlInit, and two GPUs of different sizes."""
 
 from __future__ import annotations
 
@@ -10,65 +10,15 @@ from typing import Any
 
 import pytest
 
+from tests.pynvml_standin import gpus_of, standin_pynvml
 from tests.scale.helpers import plan_json, write
 from tfgpu_kit import cli
 from tfgpu_kit.errors import EXIT_USAGE
 
-GIB = 1 << 30
+GIB = 1024  # MiB
 
 
-class FakeNVMLError(Exception):
-    pass
-
-
-class FakeNvml(types.ModuleType):
-    """The calls plan makes, with GPUs of the given sizes; `fail` = (call, GPU index) raises."""
-
-    def __init__(
-        self,
-        gpus: list[int],
-        *,
-        init_error: str | None = None,
-        fail: tuple[str, int | None] | None = None,
-    ) -> None:
-        super().__init__("pynvml")
-        self.NVMLError = FakeNVMLError
-        self.gpus = gpus
-        self.init_error = init_error
-        self.fail = fail
-        self.calls: list[str] = []
-
-    def _call(self, name: str, index: int | None = None) -> None:
-        self.calls.append(name)
-        if self.fail == (name, index):
-            raise FakeNVMLError("Unknown Error")
-
-    def nvmlInit(self) -> None:
-        self.calls.append("nvmlInit")
-        if self.init_error:
-            raise FakeNVMLError(self.init_error)
-
-    def nvmlShutdown(self) -> None:
-        self.calls.append("nvmlShutdown")
-
-    def nvmlDeviceGetCount(self) -> int:
-        self._call("nvmlDeviceGetCount")
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        self._call("nvmlDeviceGetHandleByIndex", index)
-        return index
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
-        self._call("nvmlDeviceGetMemoryInfo", handle)
-        return types.SimpleNamespace(total=self.gpus[handle], free=0, used=0)
-
-    def nvmlDeviceGetUUID(self, handle: int) -> bytes:
-        self._call("nvmlDeviceGetUUID", handle)
-        return f"GPU-0000000{handle}-fake".encode()
-
-
-def install(monkeypatch: pytest.MonkeyPatch, fake: FakeNvml) -> FakeNvml:
+def install(monkeypatch: pytest.MonkeyPatch, fake: types.ModuleType) -> Any:
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     return fake
 
@@ -111,7 +61,7 @@ def compose(tmp_path: Path) -> str:
 def test_init_failure_asks_for_the_flag(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], compose: str
 ) -> None:
-    fake = install(monkeypatch, FakeNvml([], init_error="Driver Not Loaded"))
+    fake = install(monkeypatch, standin_pynvml([], init_error="Driver Not Loaded"))
     assert cli.main(["plan", compose]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "--gpu-memory is needed" in err and "nvmlInit: Driver Not Loaded" in err
@@ -134,7 +84,7 @@ def test_failure_after_init_is_one_clear_error(
     fail: tuple[str, int | None],
     what: str,
 ) -> None:
-    fake = install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB], fail=fail))
+    fake = install(monkeypatch, standin_pynvml(gpus_of(16 * GIB, 40 * GIB), fail=fail))
     assert cli.main(["plan", compose]) == EXIT_USAGE
     err = " ".join(capsys.readouterr().err.split())
     assert "Traceback" not in err
@@ -150,7 +100,9 @@ def test_failure_after_init_is_one_clear_error(
 def test_both_flags_given_nvml_is_not_read(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], compose: str
 ) -> None:
-    fake = install(monkeypatch, FakeNvml([16 * GIB], fail=("nvmlDeviceGetMemoryInfo", 0)))
+    fake = install(
+        monkeypatch, standin_pynvml(gpus_of(16 * GIB), fail=("nvmlDeviceGetMemoryInfo", 0))
+    )
     code, report = plan_json(capsys, [compose], "--gpu-memory", "40GiB", "--gpu-count", "2")
     assert code == 0, report["problems"]
     assert fake.calls == []
@@ -159,7 +111,7 @@ def test_both_flags_given_nvml_is_not_read(
 def test_two_gpus_of_different_sizes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], compose: str
 ) -> None:
-    install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB]))
+    install(monkeypatch, standin_pynvml(gpus_of(16 * GIB, 40 * GIB)))
     code, report = plan_json(capsys, [compose])
     gpus = {g["gpu"]: g for g in report["gpus"]}
     # each GPU is judged against its own size: 30 GiB fits on the 40 GiB GPU 1 only
@@ -170,7 +122,7 @@ def test_two_gpus_of_different_sizes(
     assert {"0", "1"} <= set(gpus)
     assert any("everywhere" in e["who"] for e in gpus["1"]["entries"])
     # swap the sizes: the 30 GiB cap no longer fits GPU 1
-    install(monkeypatch, FakeNvml([40 * GIB, 16 * GIB]))
+    install(monkeypatch, standin_pynvml(gpus_of(40 * GIB, 16 * GIB)))
     code, report = plan_json(capsys, [compose])
     assert code == 1
     assert [(p["who"], p["severity"]) for p in report["problems"]] == [("large", "error")]
@@ -198,7 +150,7 @@ def _pod(limit: str) -> dict[str, Any]:
 def test_kubernetes_gpus_of_mixed_sizes_are_budgeted_on_the_smallest(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB]))
+    install(monkeypatch, standin_pynvml(gpus_of(16 * GIB, 40 * GIB)))
     # the scheduler may give the pod the 16 GiB card: a 30 GiB cap does not fit there
     pod = write(tmp_path, "pod.yaml", _pod("30GiB"))
     code, report = plan_json(capsys, [pod])
@@ -223,9 +175,9 @@ def test_no_note_when_every_gpu_is_known_or_alike(
     tmp_path: Path,
     compose: str,
 ) -> None:
-    install(monkeypatch, FakeNvml([16 * GIB, 40 * GIB]))
+    install(monkeypatch, standin_pynvml(gpus_of(16 * GIB, 40 * GIB)))
     code, report = plan_json(capsys, [compose])  # compose names its GPUs: each its own size
     assert code == 0 and not any("differ in memory" in n for n in report["notes"])
-    install(monkeypatch, FakeNvml([16 * GIB, 16 * GIB]))
+    install(monkeypatch, standin_pynvml(gpus_of(16 * GIB, 16 * GIB)))
     code, report = plan_json(capsys, [write(tmp_path, "pod.yaml", _pod("10GiB"))])
     assert code == 0 and not any("differ in memory" in n for n in report["notes"])

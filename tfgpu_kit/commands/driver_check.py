@@ -75,16 +75,19 @@ def _answered_for(requested: str, entry: str) -> str | None:
 
 
 def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
-    local = nvml.read()
-    log.info("local driver %s (NVML)", local.version)
+    local = nvml.local_driver()
+    log.info("local driver %s (NVML)", local.driver_version)
     if arch is None and local.gpus:
-        archs = {gpu.arch for gpu in local.gpus}
+        archs = {gpu.compute_capability for gpu in local.gpus}
         if len(archs) > 1:
             log.warning("GPUs of several architectures: judging GPU 0 only; use --gpu-arch")
-        major, minor = local.gpus[0].arch
-        arch = Arch(major, minor)
-        log.info("GPU 0: %s (%s)", local.gpus[0].name, arch)
-    return parse_driver(local.version, flag="NVML driver version"), arch
+        gpu = local.gpus[0]
+        if gpu.compute_capability is None:
+            log.warning("GPU 0 (%s): NVML gives no architecture; use --gpu-arch", gpu.name)
+        else:
+            arch = parse_arch(gpu.compute_capability)
+            log.info("GPU 0: %s (%s)", gpu.name, arch)
+    return parse_driver(str(local.driver_version), flag="NVML driver version"), arch
 
 
 def _alternatives(r: rules.Assessment) -> str:

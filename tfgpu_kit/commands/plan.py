@@ -9,10 +9,10 @@ from pathlib import Path
 
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit import log
+from tfgpu_kit import log, nvml
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
-from tfgpu_kit.fleet_budget import budget, nvml, options, prometheus, report, sources
+from tfgpu_kit.fleet_budget import budget, options, prometheus, report, sources
 from tfgpu_kit.fleet_budget.model import Placement, Workload
 
 NAME = "plan"
@@ -91,18 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _read_nvml(args: argparse.Namespace) -> dict[str, float] | None:
+def _read_nvml(args: argparse.Namespace) -> tuple[dict[str, float] | None, str | None]:
     """nvml.gpu_memory(), its failure's hint naming only the flags still missing."""
-    try:
-        return nvml.gpu_memory()
-    except nvml.NvmlFailed as error:
-        missing = []
-        if args.gpu_memory is None:
-            missing.append("--gpu-memory SIZE")
-        if args.gpu_count is None:
-            missing.append("--gpu-count N")
-        error.hint = f"pass {' and '.join(missing)} so that plan does not read NVML"
-        raise
+    missing = []
+    if args.gpu_memory is None:
+        missing.append("--gpu-memory SIZE")
+    if args.gpu_count is None:
+        missing.append("--gpu-count N")
+    return nvml.gpu_memory(missing)
 
 
 def _mixed_sizes_note(memory: budget.GpuMemory, workloads: list[Workload]) -> str | None:
@@ -137,14 +133,16 @@ def run(args: argparse.Namespace) -> int:
         )
     uuids = prometheus.parse_gpu_uuids(args.gpu_uuid)
     # NVML only for what the flags leave open: with both given, a broken driver cannot matter
-    found = _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else None
+    found, unavailable = (
+        _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else (None, None)
+    )
     if args.gpu_memory is not None:
         memory = budget.GpuMemory(options.size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
     elif found:
         # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
         memory = budget.GpuMemory(min(found.values()), found)
     else:
-        reason = nvml.unavailable_reason() if found is None else "NVML reports no GPU"
+        reason = unavailable if found is None else "NVML reports no GPU"
         raise UsageError(
             "--gpu-memory is needed: no NVIDIA driver (NVML) here to read the GPUs' memory"
             + (f" ({reason})" if reason else ""),

@@ -63,6 +63,12 @@ class NvmlReport:
         self.driver_version: Optional[str] = None
         self.cuda_version: Optional[str] = None  # the newest CUDA the driver supports
         self.error: Optional[str] = None
+        # What failed, for callers that word their own message (the build side's `check` and
+        # `plan`): the pynvml call ("nvmlInit" when NVML did not start), the GPU it was reading
+        # (None before the first GPU) and the exception's own text.
+        self.failed_call: Optional[str] = None
+        self.failed_gpu: Optional[int] = None
+        self.failure: Optional[str] = None
         self.gpus: List[Gpu] = []
 
     def driver_json(self) -> Dict[str, object]:
@@ -98,12 +104,15 @@ def query(pynvml: Optional[ModuleType] = None) -> NvmlReport:
         pynvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, NoPermission…
         name = type(e).__name__
+        report.failed_call, report.failure = "nvmlInit", str(e)
         report.error = (
             NO_DRIVER if "LibraryNotFound" in name else f"NVML could not start: {name}: {e}"
         )
         if "LibraryNotFound" in name or "DriverNotLoaded" in name:
             report.driver_present = False
         return report
+    call = "nvmlSystemGetDriverVersion"
+    index: Optional[int] = None
     try:
         report.found = True
         report.driver_present = True
@@ -113,8 +122,11 @@ def query(pynvml: Optional[ModuleType] = None) -> NvmlReport:
             report.cuda_version = f"{v // 1000}.{v % 1000 // 10}"
         except Exception:
             pass
-        for i in range(int(pynvml.nvmlDeviceGetCount())):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        call = "nvmlDeviceGetCount"
+        for index in range(int(pynvml.nvmlDeviceGetCount())):
+            call = "nvmlDeviceGetHandleByIndex"
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            call = "nvmlDeviceGetMemoryInfo"
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
             cc: Optional[str] = None
             brand: Optional[int] = None
@@ -127,19 +139,14 @@ def query(pynvml: Optional[ModuleType] = None) -> NvmlReport:
                 brand = int(pynvml.nvmlDeviceGetBrand(h))
             except Exception:
                 pass
-            report.gpus.append(
-                Gpu(
-                    i,
-                    _text(pynvml.nvmlDeviceGetName(h)),
-                    _text(pynvml.nvmlDeviceGetUUID(h)),
-                    mem.total / _MIB,
-                    mem.free / _MIB,
-                    cc,
-                    brand,
-                )
-            )
+            call = "nvmlDeviceGetName"
+            name = _text(pynvml.nvmlDeviceGetName(h))
+            call = "nvmlDeviceGetUUID"
+            uuid = _text(pynvml.nvmlDeviceGetUUID(h))
+            report.gpus.append(Gpu(index, name, uuid, mem.total / _MIB, mem.free / _MIB, cc, brand))
     except Exception as e:
         report.error = f"NVML failed while listing GPUs: {type(e).__name__}: {e}"
+        report.failed_call, report.failed_gpu, report.failure = call, index, str(e)
     finally:
         try:  # noqa: SIM105  (as above)
             pynvml.nvmlShutdown()
