@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 
-from tfgpu import __version__, libs, nvml
+from tfgpu import __version__, libs, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
@@ -114,7 +114,7 @@ def collect(
             Problem(ERROR, str(e), f"fix {e.variable}; `tfgpu show` lists every variable")
         )
 
-    report = nvml.query()
+    report = tegra.device_report(environ)  # on a Jetson, Tegra's facts: no NVML there
     gpu_unavailable = False
     plan: Optional[Plan] = None  # resolved against the GPUs NVML reports, as `tfgpu run` does
     if settings is not None and settings.enabled:
@@ -197,6 +197,7 @@ def collect(
         "libraries": lib_json,
         "driver": report.driver_json(),
         "gpus": [g.as_json() for g in report.gpus],
+        **tegra.json_part(report),
         "hook": {
             "installed": pth is not None,
             "pth": pth,
@@ -261,11 +262,14 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
             state = f"loaded from {lib['path']}{version}{refused}"
         w(f"  {lib['soname']}: {state}\n")
     d = doc["driver"]
-    w(
-        f"NVIDIA driver: {d['version']} (CUDA {d['cuda_version']})\n"
-        if d["found"]
-        else f"NVIDIA driver: {d['error']}\n"
-    )
+    if doc.get("tegra"):  # a Jetson: L4T and the unified memory instead of NVML's driver
+        w("".join(line + "\n" for line in tegra.facts_lines(doc["tegra"])))
+    else:
+        w(
+            f"NVIDIA driver: {d['version']} (CUDA {d['cuda_version']})\n"
+            if d["found"]
+            else f"NVIDIA driver: {d['error']}\n"
+        )
     for g in doc["gpus"]:
         w(
             f"  GPU {g['index']}: {g['name']}, {int(g['total_mib'])} MiB total, "

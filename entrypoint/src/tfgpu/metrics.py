@@ -239,9 +239,12 @@ class TensorFlowCollector:
             yield limit
 
     def _cards(self, family: Any) -> Iterator[Any]:
-        from tfgpu import nvml
+        from tfgpu import tegra
 
-        report = nvml.query()
+        report = tegra.device_report()
+        if isinstance(report, tegra.TegraReport):  # a Jetson: no NVML; /proc/meminfo's figures
+            yield from tegra.metric_families(report, family)
+            return
         if report.driver_present is False or not report.found:
             self._nvml_absent = report.driver_present is False  # no driver will not appear later
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from tfgpu import nvml
+from tfgpu import nvml, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.driver import check_driver
 from tfgpu.errors import GpuUnavailableError
@@ -76,7 +76,8 @@ def run_preflight(
     build_info: Optional[Callable[[], Optional[Dict[str, object]]]] = None,
     shm_path: str = "/dev/shm",
 ) -> Preflight:
-    report = nvml_report if nvml_report is not None else nvml.query()
+    # on a Jetson, the unified memory's size (no NVML there): tegra.py
+    report = nvml_report if nvml_report is not None else tegra.device_report(environ)
     gpus, notes = nvml.visible_gpus(
         report, settings.visible_devices, environ.get("CUDA_DEVICE_ORDER")
     )

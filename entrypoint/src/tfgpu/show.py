@@ -53,6 +53,11 @@ def show(
             "warnings": warnings,
             "error": None,
         }
+        from tfgpu import tegra
+
+        jetson = tegra.query(environ)
+        if jetson is not None:  # a Jetson: what percentages are taken of
+            doc.update(tegra.json_part(jetson))
         out.write(json.dumps(doc, indent=2) + "\n")
         return EXIT_OK
     if not settings.enabled:
@@ -70,6 +75,11 @@ def show(
             note = f"; {entry['note']}" if entry.get("note") else ""
             out.write(f"{name:<{width}}  {entry['value']!r:<12} {entry['source']}{note}\n")
     out.write(f"\nasks for: {describe_plan(settings, make_plan(settings, []))}\n")
+    from tfgpu import tegra
+
+    jetson = tegra.query(environ)
+    if jetson is not None:  # a Jetson: what percentages are taken of
+        out.write("".join(f"{line}\n" for line in tegra.facts_lines(jetson.tegra_json())))
     for w in warnings:
         out.write(f"warning: {w}\n")
     return EXIT_OK

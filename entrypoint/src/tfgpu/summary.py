@@ -42,6 +42,10 @@ def describe_plan(settings: Settings, plan: Plan) -> str:
 
 def describe_gpus(report: NvmlReport, gpus: List[Optional[Gpu]]) -> Optional[str]:
     """None when there is certainly no driver: preflight's one warning line says so."""
+    from tfgpu import tegra
+
+    if isinstance(report, tegra.TegraReport) and report.found:  # a Jetson: unified memory
+        return tegra.describe(report)
     if report.driver_present is False:
         return None
     if not report.found:
