@@ -1,4 +1,6 @@
-"""Turn `plan`'s flag values into numbers, with errors that say what is accepted."""
+"""Turn the commands' flag values into numbers, with errors that name the flag and the value and
+say what is accepted, with an example. Numbers are ASCII digits only (`"²".isdigit()` is True),
+by the runtime's own test; sizes by the runtime's own amount grammar."""
 
 from __future__ import annotations
 
@@ -8,6 +10,20 @@ from tfgpu.settings import is_ascii_number, parse_mem_limit
 from tfgpu_kit.errors import UsageError
 
 SIZE_ACCEPTED = "a size in MiB (16384) or with a unit (16GiB, 500MiB, 16g)"
+
+
+def whole_number(
+    flag: str, value: str, example: str, *, low: int = 1, high: int | None = None
+) -> int:
+    """`value` as a whole number from `low` to `high` (no upper bound when None)."""
+    text = str(value).strip()
+    if not is_ascii_number(text) or int(text) < low or (high is not None and int(text) > high):
+        bounds = f"of at least {low}" if high is None else f"from {low} to {high}"
+        raise UsageError(
+            f"{flag} {value!r} is not valid: accepted: a whole number {bounds}; "
+            f"example: {flag} {example}"
+        )
+    return int(text)
 
 
 def size_mib(flag: str, value: str, example: str) -> float:
@@ -26,13 +42,3 @@ def size_mib(flag: str, value: str, example: str) -> float:
             f"(no percentage, no list); example: {flag} {example}"
         )
     return amounts[0].mib
-
-
-def count(flag: str, value: str, example: str, *, minimum: int = 1) -> int:
-    text = value.strip()
-    if not is_ascii_number(text) or int(text) < minimum:
-        raise UsageError(
-            f"{flag} {value!r} is not a whole number of at least {minimum}: "
-            f"example: {flag} {example}"
-        )
-    return int(text)

@@ -1,6 +1,5 @@
 """Rendering one Dockerfile per image from templates/ (Jinja2, StrictUndefined), and checking that
-the
-committed files under dockerfiles/ are up to date."""
+the committed files under dockerfiles/ are up to date."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import jinja2
 
+from tfgpu_kit import templating
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import ROOT, Spec
@@ -18,23 +18,12 @@ TEMPLATES_DIR = ROOT / "templates"
 DOCKERFILES_DIR = ROOT / "dockerfiles"
 
 
-def environment(templates: Path = TEMPLATES_DIR) -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,  # Dockerfiles, not HTML
-    )
-
-
 def dockerfile_path(out: Path, image: Image) -> Path:
     return out / image.name / "Dockerfile"
 
 
 def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None) -> str:
-    env = env or environment()
+    env = env or templating.environment(TEMPLATES_DIR)
     try:
         return env.get_template("Dockerfile.j2").render(
             image=image,
@@ -61,7 +50,7 @@ class Rendered:
 
 
 def render_all(spec: Spec, images: list[Image], out: Path = DOCKERFILES_DIR) -> list[Rendered]:
-    env = environment()
+    env = templating.environment(TEMPLATES_DIR)
     return [Rendered(i, dockerfile_path(out, i), render_image(spec, i, env)) for i in images]
 
 

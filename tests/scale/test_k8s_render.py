@@ -105,7 +105,11 @@ def test_contract_probes_security_and_resources(capsys: pytest.CaptureFixture[st
             "TF_GPU_MEMORY_GROWTH": "true",
             "TF_GPU_METRICS_PORT": "9401",
         }
-        assert tf["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert tf["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        # Kubernetes' swagger.json (Swagger 2.0) defines a Quantity as {"type": "string"}:
+        # validators built on it (kubeconform, kubeval) reject a bare number
+        for quantities in tf["resources"].values():
+            assert all(isinstance(v, str) for v in quantities.values()), quantities
         assert tf["resources"]["requests"]["memory"] == tf["resources"]["limits"]["memory"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] != 0
@@ -147,6 +151,26 @@ def test_plan_accepts_rendered_time_slicing(
     (pool,) = report["gpus"]
     assert pool["sharing"] == "time-sliced ×4 (worst case)"
     assert pool["committed_mib"] == 4 * (3072 + 500)
+
+
+@pytest.mark.parametrize("namespace", [None, "nvidia-device-plugin"])
+def test_time_slicing_helm_hint_names_the_configmaps_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], namespace: str | None
+) -> None:
+    """The device plugin reads its config from its own namespace: the Helm command must install
+    the chart where the ConfigMap is (NVIDIA's README: --namespace nvidia-device-plugin)."""
+    flags = ["--mem-limit", "3GiB", "--time-slicing", "4", "--out", str(tmp_path)]
+    flags += ["--device-plugin-namespace", namespace] if namespace else []
+    assert cli.main(["k8s", "--image", "x/y:1", *flags]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "time-slicing.yaml").read_text(encoding="utf-8")
+    expected = namespace or "gpu-operator"
+    header = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert (
+        "helm upgrade -i nvdp nvdp/nvidia-device-plugin "
+        f"--namespace {expected} --create-namespace --set config.name=tfgpu-time-slicing"
+    ) in header
+    assert yaml.safe_load(text)["metadata"]["namespace"] == expected
 
 
 def test_plan_rejects_rendered_slices_that_do_not_fit(

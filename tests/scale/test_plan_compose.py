@@ -389,7 +389,10 @@ def test_project_compose_yaml_passes(capsys: pytest.CaptureFixture[str]) -> None
         (["--gpu-memory", "16GB"], "--gpu-memory '16GB' is not a size"),
         (["--gpu-memory", "50%"], "not a single absolute size"),
         (["--gpu-memory", "16GiB", "--context-overhead", "lots"], "--context-overhead 'lots'"),
-        (["--gpu-memory", "16GiB", "--gpu-count", "0"], "--gpu-count '0' is not a whole number"),
+        (
+            ["--gpu-memory", "16GiB", "--gpu-count", "0"],
+            "--gpu-count '0' is not valid: accepted: a whole number of at least 1",
+        ),
         (["--gpu-memory", "16GiB", "--time-slicing", "x"], "--time-slicing 'x'"),
     ],
 )

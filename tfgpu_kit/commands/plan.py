@@ -12,7 +12,8 @@ from tfgpu.settings import is_ascii_number
 from tfgpu_kit import log, nvml
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
-from tfgpu_kit.fleet_budget import budget, options, prometheus, report, sources
+from tfgpu_kit.flag_values import size_mib, whole_number
+from tfgpu_kit.fleet_budget import budget, prometheus, report, sources
 from tfgpu_kit.fleet_budget.model import Placement, Workload
 
 NAME = "plan"
@@ -125,7 +126,7 @@ def _mixed_sizes_note(memory: budget.GpuMemory, workloads: list[Workload]) -> st
 
 
 def run(args: argparse.Namespace) -> int:
-    overhead = options.size_mib("--context-overhead", args.context_overhead, "500MiB")
+    overhead = size_mib("--context-overhead", args.context_overhead, "500MiB")
     if args.gpu_uuid and args.prometheus_rules is None:
         raise UsageError(
             "--gpu-uuid only labels the series of --prometheus-rules OUT: pass both; "
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else (None, None)
     )
     if args.gpu_memory is not None:
-        memory = budget.GpuMemory(options.size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
+        memory = budget.GpuMemory(size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
     elif found:
         # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
         memory = budget.GpuMemory(min(found.values()), found)
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.gpu_count is not None:
         host_gpus: list[str] | None = [
-            str(i) for i in range(options.count("--gpu-count", args.gpu_count, "2"))
+            str(i) for i in range(whole_number("--gpu-count", args.gpu_count, "2"))
         ]
     elif found:
         host_gpus = sorted((k for k in found if is_ascii_number(k)), key=int)
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     slices = (
         None
         if args.time_slicing is None
-        else options.count("--time-slicing", args.time_slicing, "4")
+        else whole_number("--time-slicing", args.time_slicing, "4")
     )
     inputs = sources.load(
         args.files, host_gpus=host_gpus, time_slicing=slices, profiles=args.profile
