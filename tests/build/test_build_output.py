@@ -175,7 +175,7 @@ def test_report_prints_and_checks_the_size_budget(
         ("https://gitlab.example.com/ml/tfgpu", "https://gitlab.example.com/ml/tfgpu"),
         ("git@github.com:acme/tfgpu.git", "https://github.com/acme/tfgpu"),
         ("ssh://git@github.com/acme/tfgpu.git", "https://github.com/acme/tfgpu"),
-        ("/work/main", None),  # a clone of a local checkout: not a source anyone can open
+        ("/home/dev/tfgpu", None),  # a clone of a local checkout: not a source anyone can open
         ("../tfgpu", None),
         ("file:///srv/git/tfgpu", None),
         (None, None),
@@ -186,7 +186,7 @@ def test_source_label_is_a_url_or_unknown(remote: str | None, url: str | None) -
 
 
 def test_buildargs_never_label_a_local_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = {("rev-parse", "HEAD"): "c0ffee", ("remote", "get-url", "origin"): "/work/main"}
+    answers = {("rev-parse", "HEAD"): "c0ffee", ("remote", "get-url", "origin"): "/home/dev/tfgpu"}
     monkeypatch.setattr(build, "_git", lambda *command: answers.get(command))
     args = build.buildargs(base_digest=None)
     assert args["TFGPU_SOURCE"] == "unknown" and args["TFGPU_REVISION"] == "c0ffee"
