@@ -11,8 +11,9 @@ messages. Its sources are primary:
 - what the GPU allocator does with `TF_FORCE_GPU_ALLOW_GROWTH`: tensorflow/tensorflow,
   `tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc`, `GetAllowGrowthValue`; one BFC
   allocator per TensorFlow GPU id, i.e. per logical GPU (`gpu_process_state.cc`,
-  `GPUProcessState::GetGPUAllocator`). The 2.21 binary carries its messages
-  (`strings libtensorflow_framework.so.2 | grep TF_FORCE_GPU_ALLOW_GROWTH`).
+  `GPUProcessState::GetGPUAllocator`). tensorflow-cpu 2.21 has no GPU allocator, but its
+  `libtensorflow_framework.so.2` carries the same messages in the PluggableDevice allocator's
+  copy of the function (`strings libtensorflow_framework.so.2 | grep TF_FORCE_GPU_ALLOW_GROWTH`).
 
 tests/runtime/test_standin_likeness.py runs the same calls on this stand-in and on the real
 tensorflow-cpu 2.21 and compares results, exception types and messages; GPU rules are checked

@@ -1,7 +1,8 @@
 """apply.configure_tensorflow against a recording stand-in of tf.config (NOT TensorFlow).
 
-The stand-in enforces TensorFlow 2.21's rules and messages (see standins.py); these tests
-show our call sequence obeys them. No GPU was involved.
+The stand-in enforces TensorFlow 2.21's rules and messages (see standins.py), and
+test_standin_likeness.py checks it against real tensorflow-cpu 2.21; these tests show our call
+sequence obeys them. No GPU was involved.
 """
 
 from __future__ import annotations
