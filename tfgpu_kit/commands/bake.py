@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from tfgpu_kit import bake, catalog, image_builds, selectors
+from tfgpu_kit import bake, catalog, image_builds, l4t_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import SpecError
@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     catalog.check_registry("--registry", args.registry)
     catalog.check_registry("--base-registry", args.base_registry)
     spec = specs.load()
-    images = selectors.select(catalog.images(spec), args.selectors)
+    # images/l4t.yaml's Jetson images: with `l4t` (or a name or tag of one), or with no selector
+    jetson, wanted = l4t_builds.split(args.selectors or ["all", "l4t"])
+    images = selectors.select(catalog.images(spec), wanted) if wanted else []
     try:
         specs.check_base_python(spec, {image.tensorflow for image in images})
     except SpecError as error:
@@ -60,10 +62,19 @@ def run(args: argparse.Namespace) -> int:
         buildargs=image_builds.buildargs(base_digest=None),
         cuda_wheels_mib=cuda_wheels_mib,
     )
+    l4t_builds.add_to_bake(
+        data,
+        spec,
+        jetson,
+        contexts=args.contexts,
+        registry=args.registry,
+        base_registry=args.base_registry,
+        assemble=args.assemble,
+    )
     text = json.dumps(data, indent=2) + "\n"
     if args.out:
         args.out.write_text(text, encoding="utf-8")
-        log.info("wrote %s (%d targets)", args.out, len(images))
+        log.info("wrote %s (%d targets)", args.out, len(data["target"]))
     else:
         print(text, end="")
     return 0

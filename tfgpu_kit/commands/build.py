@@ -6,10 +6,10 @@ import argparse
 import logging
 from pathlib import Path
 
-from tfgpu_kit import catalog, image_builds, selectors
+from tfgpu_kit import catalog, image_builds, l4t_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
-from tfgpu_kit.errors import EXIT_FAILED
+from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.spec import CudaSource
 
 NAME = "build"
@@ -61,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
     catalog.check_registry("--registry", args.registry)
     catalog.check_registry("--base-registry", args.base_registry)
     spec = specs.load()
+    # images/l4t.yaml's Jetson images (`l4t`, or a name or tag of one): arm64, built where the
+    # engine can run arm64, else declined with the reason (tfgpu_kit/l4t_builds.py)
+    jetson, args.selectors = l4t_builds.split(args.selectors)
+    if jetson and args.selectors:
+        raise UsageError("build the L4T (arm64) images in a call of their own: build.py build l4t")
+    if jetson:
+        return l4t_builds.run(spec, jetson, args)
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything.
     override = CudaSource(args.cuda_source) if args.cuda_source else None

@@ -7,7 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from tfgpu_kit import catalog, render
+from tfgpu_kit import catalog, l4t, render
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED
@@ -38,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
     spec = specs.load()
     out: Path = args.out.resolve()
     rendered = render.render_all(spec, catalog.images(spec), out)
+    jetson = l4t.render_all(spec.images.user, out / "l4t")  # images/l4t.yaml's, in a folder apart
     if args.check:
-        problems = render.stale(rendered, out)
+        problems = render.stale(rendered, out) + l4t.stale(jetson, out / "l4t")
         for problem in problems:
             print(problem)
         if problems:
@@ -48,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
                 len(problems),
             )
             return EXIT_FAILED
-        log.info("%d Dockerfiles up to date", len(rendered))
+        log.info("%d Dockerfiles up to date", len(rendered) + len(jetson))
         return 0
-    written = render.write(rendered)
+    written = render.write(rendered) + l4t.write(jetson)
     for path in written:
         print(path)
-    log.info("%d Dockerfiles rendered, %d changed", len(rendered), len(written))
+    log.info("%d Dockerfiles rendered, %d changed", len(rendered) + len(jetson), len(written))
     return 0
 
 

@@ -1,0 +1,146 @@
+"""The Jetson (L4T, arm64) images of images/l4t.yaml: they render with the shared templates (the
+committed files are the goldens), pass hadolint, ask the NVIDIA runtime for something its CSV mode
+accepts, carry their platform in tags and bake targets, and are built only where arm64 can run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfgpu_kit import l4t, nvidia_require, spec
+from tfgpu_kit.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = spec.load()
+L4T_SPEC = l4t.load()
+IMAGES = l4t.images(L4T_SPEC)
+HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+
+
+def test_committed_l4t_dockerfiles_are_up_to_date() -> None:
+    rendered = l4t.render_all(SPEC.images.user)
+    assert rendered and l4t.stale(rendered) == []
+
+
+def test_a_leftover_l4t_dockerfile_is_named(tmp_path: Path) -> None:
+    out = tmp_path / "dockerfiles" / "l4t"
+    rendered = l4t.render_all(SPEC.images.user, out)
+    l4t.write(rendered)
+    (out / "9.9.9-l4t-r99.0.0-arm64").mkdir()
+    (out / "9.9.9-l4t-r99.0.0-arm64" / "Dockerfile").write_text("FROM scratch\n")
+    assert l4t.stale(rendered, out) == [
+        "dockerfiles/l4t/9.9.9-l4t-r99.0.0-arm64/Dockerfile: no such image in images/l4t.yaml any"
+        " more"
+    ]
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
+def test_hadolint_every_l4t_dockerfile(image: l4t.L4TImage) -> None:
+    path = l4t.dockerfile_path(image)
+    result = subprocess.run([HADOLINT, "--no-color", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
+def test_the_dockerfile_is_the_l4t_one(image: l4t.L4TImage) -> None:
+    text = l4t.dockerfile_path(image).read_text()
+    assert f"FROM ${{BASE_REGISTRY}}/{image.base_ref}\n" in text
+    assert "ARG BASE_REGISTRY=nvcr.io\n" in text
+    assert f'NVIDIA_REQUIRE_CUDA="{image.require_cuda}"' in text
+    assert 'io.tfgpu.platform="linux/arm64"' in text
+    # nothing of the x86 images' CUDA gap: no NVIDIA wheels, no brand alternatives
+    assert "nvidia/*/lib" not in text and "brand=" not in text
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
+def test_require_cuda_passes_the_csv_mode_parser_and_a_jetpack_of_that_cuda(
+    image: l4t.L4TImage,
+) -> None:
+    assert nvidia_require.go_parser_accepts(image.require_cuda)
+    # the Jetson's CUDA driver reports the JetPack's CUDA: the container starts; an older one not
+    same = nvidia_require.evaluate(image.require_cuda, cuda=image.cuda, driver="35.2.1")
+    older = nvidia_require.evaluate(image.require_cuda, cuda="10.2", driver="32.7.1")
+    assert same.ok and not older.ok
+
+
+def test_a_require_cuda_the_csv_mode_refuses_is_a_spec_error(tmp_path: Path) -> None:
+    text = (ROOT / "images" / "l4t.yaml").read_text()
+    bad = text.replace('require_cuda: "cuda>=11.4"', 'require_cuda: "cuda>=11.04"')
+    assert bad != text
+    (tmp_path / "l4t.yaml").write_text(bad)
+    with pytest.raises(SpecError) as caught:
+        l4t.load(tmp_path)
+    assert "images.0.require_cuda" in str(caught.value) and "CSV" in str(caught.value)
+
+
+def test_tags_name_the_l4t_release_and_the_platform() -> None:
+    image = next(i for i in IMAGES if i.name == "2.11.0-l4t-r35.2.1-arm64")
+    assert image.tags(registry="reg.example:5000/") == [
+        "reg.example:5000/tfgpu/tensorflow:2.11.0-l4t-r35.2.1-arm64",
+        "reg.example:5000/tfgpu/tensorflow:2.11-l4t-r35-arm64",
+    ]
+
+
+def test_selectors_pick_l4t_images_and_leave_the_rest() -> None:
+    chosen, rest = l4t.select(IMAGES, ["l4t", "2.21.0-gpu"])
+    assert chosen == IMAGES and rest == ["2.21.0-gpu"]
+    chosen, rest = l4t.select(IMAGES, ["2.11-l4t-r35-arm64"])
+    assert [i.name for i in chosen] == ["2.11.0-l4t-r35.2.1-arm64"] and rest == []
+
+
+def test_bake_targets_are_arm64(tmp_path: Path) -> None:
+    targets = l4t.bake_targets(
+        IMAGES, contexts=tmp_path, registry=None, base_registry=None, buildargs={"A": "1"}
+    )
+    target = targets["2_11_0-l4t-r35_2_1-arm64"]
+    assert target["platforms"] == ["linux/arm64"]
+    assert target["args"] == {"A": "1", "BASE_REGISTRY": "nvcr.io"}
+    assert target["context"] == str(tmp_path / "2.11.0-l4t-r35.2.1-arm64")
+
+
+# --- where arm64 can be built --------------------------------------------------------------------
+
+
+def test_an_arm64_engine_builds_natively(tmp_path: Path) -> None:
+    assert l4t.arm64_capability("aarch64", tmp_path) == l4t.Capability(True, "native")
+
+
+def test_an_enabled_qemu_handler_means_emulation(tmp_path: Path) -> None:
+    (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/bin/qemu-aarch64-static\n")
+    capability = l4t.arm64_capability("x86_64", tmp_path)
+    assert capability.can and capability.how.startswith("emulated")
+
+
+@pytest.mark.parametrize("handler", [None, "disabled\ninterpreter /usr/bin/qemu-aarch64\n"])
+def test_x86_without_emulation_is_declined_with_the_reason(
+    tmp_path: Path, handler: str | None
+) -> None:
+    if handler is not None:
+        (tmp_path / "qemu-aarch64").write_text(handler)
+    capability = l4t.arm64_capability("x86_64", tmp_path)
+    assert not capability.can
+    assert "x86_64" in capability.how and "qemu-aarch64" in capability.how
+    assert "build.py bake" in capability.how
+
+
+def test_build_declines_l4t_here_or_builds_it(tmp_path: Path) -> None:
+    """`build.py build l4t --dry-run` says what it would do on this machine, and why."""
+    result = subprocess.run(
+        [sys.executable, "build.py", "build", "l4t", "--dry-run", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    capability = l4t.arm64_capability(l4t.machine_arch())
+    rows = json.loads(result.stdout)
+    assert [row["name"] for row in rows] == [i.name for i in IMAGES]
+    if capability.can:
+        assert result.returncode == 0 and all(row["buildable"] for row in rows)
+    else:
+        assert result.returncode == 1, result.stderr
+        assert all(not row["buildable"] and "arm64" in row["why"] for row in rows)
