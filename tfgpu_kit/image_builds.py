@@ -20,7 +20,7 @@ from tfgpu_kit import context, wheellock
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import EXIT_FAILED, SpecError
-from tfgpu_kit.output import print_json, table
+from tfgpu_kit.output import BYTES_PER_MIB, mib, print_json, table
 from tfgpu_kit.spec import ROOT
 from tfgpu_kit.versions import parse_driver
 
@@ -57,7 +57,7 @@ def _git(*command: str) -> str | None:
 
 def source_url(remote: str | None) -> str | None:
     """The origin remote as a URL for org.opencontainers.image.source, or None: a clone's origin
-    can be a local path (/work/main, ../kit), which means nothing to the image's users. scp-like
+    can be a local path (/home/dev/tfgpu, ../kit), which means nothing to the image's users. scp-like
     `git@host:org/repo.git` becomes https://host/org/repo."""
     if not remote:
         return None
@@ -78,7 +78,7 @@ def buildargs(*, base_digest: str | None, cuda_wheels_mib: float | None = None) 
         "TFGPU_BASE_DIGEST": base_digest or "unknown",
     }
     if cuda_wheels_mib is not None:
-        args["TFGPU_CUDA_WHEELS_MIB"] = f"{cuda_wheels_mib:.0f}"
+        args["TFGPU_CUDA_WHEELS_MIB"] = mib(cuda_wheels_mib)
     return args
 
 
@@ -197,18 +197,17 @@ class Built:
         return self.image.variant.max_added_mib + self.cuda_wheels_mib
 
 
-_MIB = 1024 * 1024
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
 
 
 def _added_mib(b: Built) -> float | None:
-    return b.added / _MIB if b.added is not None else None
+    return b.added / BYTES_PER_MIB if b.added is not None else None
 
 
 def _cuda_cell(b: Built) -> str:
     gap = b.image.gap
     if gap.wheels:
-        return f"wheels: CUDA {gap.cuda}, cuDNN {gap.cudnn} ({b.cuda_wheels_mib:.0f} MiB)"
+        return f"wheels: CUDA {gap.cuda}, cuDNN {gap.cudnn} ({mib(b.cuda_wheels_mib)} MiB)"
     return f"base: CUDA {gap.cuda}, cuDNN {gap.cudnn}"
 
 
@@ -227,7 +226,7 @@ def json_rows(results: list[Built]) -> list[dict[str, object]]:
                 "cudnn": str(b.image.gap.cudnn),
                 "cuda_wheels": list(b.image.gap.wheels),
                 "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
-                "size_mib": round(b.size / _MIB, 1),
+                "size_mib": round(b.size / BYTES_PER_MIB, 1),
                 "added_mib": round(added, 2) if added is not None else None,
                 "budget_mib": round(b.budget_mib, 2),
                 "seconds": round(b.seconds, 1),
@@ -247,9 +246,9 @@ def table_rows(results: list[Built]) -> list[list[str]]:
                 b.image.name,
                 "\n".join(b.tags),
                 _cuda_cell(b),
-                f"{b.size / _MIB:.1f} MiB",
-                f"{added:.2f} MiB" if added is not None else "?",
-                f"{b.budget_mib:.2f} MiB",
+                f"{mib(b.size / BYTES_PER_MIB, 1)} MiB",
+                f"{mib(added, 2)} MiB" if added is not None else "?",
+                f"{mib(b.budget_mib, 2)} MiB",
                 f"{b.seconds:.1f} s",
             ]
         )
@@ -264,13 +263,13 @@ def over_budget(results: list[Built]) -> list[str]:
         if added is not None and added > b.budget_mib:
             extra = (
                 f" = {b.image.variant.max_added_mib:g} MiB for the kit"
-                f" + {b.cuda_wheels_mib:.2f} MiB of NVIDIA wheels"
+                f" + {mib(b.cuda_wheels_mib, 2)} MiB of NVIDIA wheels"
                 if b.cuda_wheels_mib
                 else ""
             )
             problems.append(
-                f"{b.image.name} adds {added:.2f} MiB to its base"
-                f" (budget {b.budget_mib:.2f} MiB{extra})"
+                f"{b.image.name} adds {mib(added, 2)} MiB to its base"
+                f" (budget {mib(b.budget_mib, 2)} MiB{extra})"
             )
     return problems
 
