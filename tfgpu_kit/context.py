@@ -1,29 +1,29 @@
 """Assembling a build context on the host: the rendered Dockerfile plus wheels/ holding the tfgpu
-runtime
-wheel, the wheels of its extras and of the image's extra pip packages, pip itself (wheels/pip.whl,
-run
-from the wheel inside the build) and wheels/requirements.txt pinning them. The Docker build then
-needs
-no network.
+runtime wheel, the wheels of its extras and of the image's extra pip packages, pip itself
+(wheels/pip.whl, run from the wheel inside the build) and wheels/requirements.txt pinning them. The
+Docker build then needs no network. Every wheel but the runtime's is locked (wheellock: exact
+version and sha256), so a rebuild puts the same bytes into the image.
 
 Downloaded wheels are cached per target Python under $XDG_CACHE_HOME/tfgpu-kit/wheels; a download is
 first tried offline from that cache, so a warm cache also works without PyPI."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu_kit import wheellock
 from tfgpu_kit.catalog import Image
-from tfgpu_kit.errors import KitError
+from tfgpu_kit.errors import KitError, SpecError
 from tfgpu_kit.spec import ROOT
 
 log = logging.getLogger(__name__)
@@ -51,9 +51,18 @@ def _pip(args: list[str], what: str) -> None:
 
 
 def build_runtime_wheel(dest: Path, source: Path = RUNTIME_SOURCE) -> Path:
-    """`pip wheel --no-deps --no-build-isolation ./entrypoint` into dest; returns the wheel."""
+    """`pip wheel --no-deps --no-build-isolation ./entrypoint` into dest; returns the wheel.
+
+    Without build isolation pip uses this Python's hatchling (requirements/build.lock), so the
+    wheel builds offline and with the locked hatchling: the same bytes on every machine."""
     if not (source / "pyproject.toml").exists():
         raise ContextError(f"runtime package not found: {source}/pyproject.toml does not exist")
+    if importlib.util.find_spec("hatchling") is None:
+        raise ContextError(
+            f"building the runtime wheel needs hatchling, which {sys.executable} lacks;"
+            " install the build requirements: ./kit (it installs requirements/build.lock), or"
+            f" {sys.executable} -m pip install -r requirements/build.lock"
+        )
     dest.mkdir(parents=True, exist_ok=True)
     before = set(dest.glob("*.whl"))
     _pip(
@@ -106,6 +115,32 @@ def fetch(packages: list[str], python: str) -> Path:
             f"downloading {', '.join(packages)} for Python {python}",
         )
     return cache
+
+
+def resolve(packages: list[str], python: str) -> list[Path]:
+    """`build.py lock`: resolve `packages` for the target Python afresh from the index (not the
+    cache, which may hold older releases); the wheels of the whole resolution, copied into the
+    cache (so that the build after the lock finds them offline)."""
+    cache = cache_dir() / f"py{python}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tfgpu-resolve-") as tmp:
+        _pip(
+            ["download", *target_args(python), "--dest", tmp, "--quiet", *packages],
+            f"resolving {', '.join(packages)} for Python {python}",
+        )
+        wheels = []
+        for wheel in sorted(Path(tmp).glob("*.whl")):
+            shutil.copy2(wheel, cache / wheel.name)
+            wheels.append(cache / wheel.name)
+    return wheels
+
+
+def pin_of(wheel: Path) -> str:
+    """`name==version` of a wheel file, the name normalised (lowercase, `-`) as locks write it."""
+    match = _WHEEL_NAME.match(wheel.name)
+    if not match:
+        raise ContextError(f"{wheel.name} is not a wheel file name (name-version-tags.whl)")
+    return f"{_normalized(match['name'])}=={match['version']}"
 
 
 def download(packages: list[str], python: str, dest: Path) -> None:
@@ -186,26 +221,42 @@ def assemble(
     runtime_wheel: Path,
     runtime_extras: list[str],
     lock: wheellock.Lock,
+    images_lock: wheellock.ImageLock | None = None,
 ) -> Context:
-    """Write a complete build context for `image` into `dest` (created; emptied first); its NVIDIA
-    CUDA wheels are checked against `lock`."""
+    """Write a complete build context for `image` into `dest` (created; emptied first). Every wheel
+    in it is locked: its NVIDIA CUDA wheels by `lock`, the runtime's extras, the image's pip
+    packages (with their dependencies) and pip itself by `images_lock` (default: the committed
+    images/image-wheels.lock.yaml)."""
+    if images_lock is None:
+        images_lock = wheellock.load_images()
+    python = image.base_python
+    packages = wheellock.image_packages(runtime_extras, image.pip)
+    locked = wheellock.wheel_set(images_lock, python, packages, image.name)
+    locked_pip = wheellock.pip_wheel(images_lock, python, image.name)
     if dest.exists():
         shutil.rmtree(dest)
     wheels = dest / "wheels"
     wheels.mkdir(parents=True)
     (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
-    python = image.base_python
     cuda_wheels = list(image.gap.wheels)
-    download([*runtime_extras, *image.pip, *cuda_wheels], python, wheels)
+    download([*locked.wheels, *cuda_wheels], python, wheels)
+    for pin, entry in locked.wheels.items():
+        wheellock.verify_file(pin, entry, wheel_for(pin, wheels))
     pip_dir = dest / "pip-download"
-    download(["pip"], python, pip_dir)
-    pip_wheels = sorted(pip_dir.glob("pip-*.whl"))
-    if not pip_wheels:
-        raise ContextError(f"no pip wheel for Python {python}")
-    shutil.move(str(pip_wheels[-1]), wheels / "pip.whl")
+    download([locked_pip.pin], python, pip_dir)
+    pip_wheel = wheel_for(locked_pip.pin, pip_dir)
+    wheellock.verify_file(locked_pip.pin, locked_pip, pip_wheel)
+    shutil.move(str(pip_wheel), wheels / "pip.whl")
     shutil.rmtree(pip_dir)
     requirements = pins(wheels)
+    runtime_pin = pin_of(runtime_wheel)
+    known = {*locked.wheels, *cuda_wheels, runtime_pin}
+    if unlocked := [p for p in requirements if _normalized_pin(p) not in known]:
+        raise SpecError(
+            f"{image.name}: its context holds wheels no lock names: {', '.join(unlocked)}",
+            hint="a locked package gained a dependency: run `build.py lock`",
+        )
     (wheels / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
     # the CUDA wheels must be the locked bytes; their size is the image's extra budget
     cuda_bytes = 0
@@ -214,3 +265,8 @@ def assemble(
         wheellock.verify(lock, pin, wheel)
         cuda_bytes += lock.wheels[pin].unpacked_bytes
     return Context(dest, requirements, cuda_bytes)
+
+
+def _normalized_pin(pin: str) -> str:
+    name, _, version = pin.partition("==")
+    return f"{_normalized(name)}=={version}"

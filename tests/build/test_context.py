@@ -1,13 +1,18 @@
-"""The pip command lines that fetch wheels for a base: its Python, CPython's ABI and a manylinux
-platform the base's glibc runs (not the host's), offline from the cache first."""
+"""Build contexts: the pip command lines that fetch wheels for a base (its Python, CPython's ABI
+and a manylinux platform the base's glibc runs, offline from the cache first), and the locks every
+wheel of a context is checked against."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import context
+from tfgpu_kit import catalog, compat_rules, context, spec, wheellock
+from tfgpu_kit.errors import SpecError
 
 
 def _value(args: list[str], flag: str) -> list[str]:
@@ -76,3 +81,219 @@ def test_nothing_to_download_runs_no_pip(monkeypatch: pytest.MonkeyPatch, cache:
     monkeypatch.setattr(context, "_pip", fake)
     context.download([], "3.8", cache / "dest")
     assert fake.calls == []
+
+
+# Every wheel of a context is locked (images/image-wheels.lock.yaml and cuda-wheels.lock.yaml)
+
+SPEC = spec.load()
+IMAGES = catalog.images(SPEC)
+EXTRAS = ["nvidia-ml-py", "prometheus-client"]
+
+
+def _image(*, version_pip: tuple[str, ...] = (), cuda: bool = False) -> catalog.Image:
+    """2.21.0-gpu (Python 3.11), with the base's CUDA unless `cuda` (then the [and-cuda] wheels)."""
+    image = next(i for i in IMAGES if i.name == "2.21.0-gpu")
+    if not cuda:
+        req = compat_rules.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
+        image = dataclasses.replace(image, req=req)
+    return dataclasses.replace(image, version_pip=version_pip)
+
+
+def _wheel_name(pin: str) -> str:
+    name, _, version = pin.partition("==")
+    return f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+
+
+class FakeIndex:
+    """Stands in for `context.download`: writes a wheel per pin (its content: the pin), plus
+    `extra` pins as if a dependency had come along."""
+
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+        self.extra = extra
+        self.fetched: list[tuple[list[str], str]] = []
+
+    def __call__(self, packages: list[str], python: str, dest: Path) -> None:
+        self.fetched.append((list(packages), python))
+        dest.mkdir(parents=True, exist_ok=True)
+        for pin in [*packages, *(self.extra if packages[0] != "pip==25.3" else ())]:
+            (dest / _wheel_name(pin)).write_bytes(pin.encode())
+
+
+def _entry(pin: str) -> wheellock.PinnedFile:
+    return wheellock.PinnedFile(
+        file=_wheel_name(pin), sha256=hashlib.sha256(pin.encode()).hexdigest()
+    )
+
+
+def _image_lock(packages: list[str], pins: list[str], python: str = "3.11") -> wheellock.ImageLock:
+    pip = wheellock.PipWheel(pin="pip==25.3", **_entry("pip==25.3").model_dump())
+    wheel_set = wheellock.WheelSet(packages=packages, wheels={p: _entry(p) for p in pins})
+    return wheellock.ImageLock(pythons={python: wheellock.PythonWheels(pip=pip, sets=[wheel_set])})
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Path:
+    wheel = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"runtime")
+    return wheel
+
+
+LOCKED = ["nvidia-ml-py==13.615.71", "prometheus-client==0.26.0", "rich==14.0.0", "mdurl==0.1.2"]
+
+
+def _assemble(
+    image: catalog.Image, tmp_path: Path, runtime: Path, images_lock: wheellock.ImageLock
+) -> context.Context:
+    return context.assemble(
+        image,
+        "FROM x\n",
+        tmp_path / "ctx",
+        runtime_wheel=runtime,
+        runtime_extras=EXTRAS,
+        lock=wheellock.Lock(),
+        images_lock=images_lock,
+    )
+
+
+def test_context_downloads_exactly_the_locked_pins(
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extras and the image's pip packages come as the lock resolved them (dependencies
+    included), pip as the lock's pip wheel; requirements.txt pins them all."""
+    index = FakeIndex()
+    monkeypatch.setattr(context, "download", index)
+    image = _image(version_pip=("rich",))
+    ctx = _assemble(image, tmp_path, runtime, _image_lock([*EXTRAS, "rich"], LOCKED))
+    assert index.fetched == [(LOCKED, "3.11"), (["pip==25.3"], "3.11")]
+    assert ctx.requirements == sorted([*LOCKED, "tfgpu==0.1.0"])
+    wheels = ctx.path / "wheels"
+    assert (wheels / "pip.whl").read_bytes() == b"pip==25.3"
+    assert (wheels / "requirements.txt").read_text().splitlines() == ctx.requirements
+    assert not (ctx.path / "pip-download").exists()
+
+
+def test_an_unlocked_package_set_is_refused_naming_it(
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = FakeIndex()
+    monkeypatch.setattr(context, "download", index)
+    image = _image(version_pip=("keras-tuner==1.4.7",))
+    with pytest.raises(SpecError) as info:
+        _assemble(image, tmp_path, runtime, _image_lock(EXTRAS, LOCKED[:2]))
+    assert str(info.value.message) == (
+        "image-wheels.lock.yaml: no entry for Python 3.11 with keras-tuner==1.4.7, nvidia-ml-py,"
+        " prometheus-client (image 2.21.0-gpu)"
+    )
+    assert info.value.hint is not None and "build.py lock" in info.value.hint
+    assert index.fetched == []  # refused before anything is downloaded
+    with pytest.raises(SpecError, match=r"no entry for Python 3\.11 with nvidia-ml-py"):
+        _assemble(_image(), tmp_path, runtime, _image_lock(EXTRAS, LOCKED[:2], python="3.8"))
+
+
+def test_other_bytes_than_the_locked_ones_are_refused(
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(context, "download", FakeIndex())
+    lock = _image_lock(EXTRAS, LOCKED[:2])
+    tampered = (
+        lock.pythons["3.11"].sets[0].wheels[LOCKED[1]].model_copy(update={"sha256": "0" * 64})
+    )
+    lock.pythons["3.11"].sets[0].wheels[LOCKED[1]] = tampered
+    with pytest.raises(SpecError, match=r"prometheus-client==0\.26\.0: .* is not the locked wheel"):
+        _assemble(_image(), tmp_path, runtime, lock)
+
+
+def test_a_wheel_no_lock_names_is_refused(
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dependency that came along but is not in the lock (the index changed a package's
+    requirements): refused, naming it."""
+    monkeypatch.setattr(context, "download", FakeIndex(extra=("six==1.17.0",)))
+    with pytest.raises(SpecError, match=r"holds wheels no lock names: six==1\.17\.0"):
+        _assemble(_image(), tmp_path, runtime, _image_lock(EXTRAS, LOCKED[:2]))
+
+
+def test_context_holds_the_locked_cuda_wheels(
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image whose base lacks CUDA gets the [and-cuda] wheels in its context, each checked
+    against the CUDA lock; their unpacked size (from the lock) is its extra budget."""
+    image = _image(cuda=True)
+    assert image.gap.wheels
+    index = FakeIndex()
+    monkeypatch.setattr(context, "download", index)
+    entries = {}
+    for pin in image.gap.wheels:
+        file = tmp_path / _wheel_name(pin)
+        file.write_bytes(pin.encode())
+        entries[pin] = wheellock.describe(file, 1000)
+    images_lock = _image_lock(EXTRAS, LOCKED[:2])
+
+    def assemble(cuda_lock: wheellock.Lock) -> context.Context:
+        return context.assemble(
+            image,
+            "FROM x\n",
+            tmp_path / "ctx",
+            runtime_wheel=runtime,
+            runtime_extras=EXTRAS,
+            lock=cuda_lock,
+            images_lock=images_lock,
+        )
+
+    ctx = assemble(wheellock.Lock(wheels=entries))
+    assert index.fetched[0] == ([*LOCKED[:2], *image.gap.wheels], "3.11")
+    assert ctx.cuda_wheels_bytes == 1000 * len(image.gap.wheels)
+    assert set(image.gap.wheels) <= set(ctx.requirements)
+    tampered = dict(entries)
+    first = image.gap.wheels[0]
+    tampered[first] = entries[first].model_copy(update={"sha256": "0" * 64})
+    with pytest.raises(SpecError, match=f"{re.escape(first)}: .* is not the locked wheel"):
+        assemble(wheellock.Lock(wheels=tampered))
+
+
+def test_the_committed_image_lock_covers_every_image() -> None:
+    """`build.py lock --check` would pass: each base Python has pip and the extras' set; each
+    locked pin names its file."""
+    lock = wheellock.load_images()
+    assert wheellock.missing_images(SPEC, lock) == []
+    assert set(lock.pythons) == {image.base_python for image in IMAGES}
+    for entry in lock.pythons.values():
+        assert entry.pip.pin.startswith("pip==")
+        for wheel_set in entry.sets:
+            for pin, file in wheel_set.wheels.items():
+                name, _, version = pin.partition("==")
+                assert file.file.startswith(f"{name.replace('-', '_')}-{version}-"), pin
+
+
+def test_a_new_package_makes_the_lock_incomplete(tmp_path: Path) -> None:
+    lock = wheellock.load_images()
+    wheellock.write_images(lock, tmp_path)
+    assert wheellock.load_images(tmp_path) == lock  # what write writes, load reads
+    changed = SPEC.model_copy(
+        update={"images": SPEC.images.model_copy(update={"runtime_extras": [*EXTRAS, "rich"]})}
+    )
+    assert wheellock.missing_images(changed, lock) == [
+        "Python 3.8: nvidia-ml-py, prometheus-client, rich",
+        "Python 3.11: nvidia-ml-py, prometheus-client, rich",
+    ]
+
+
+def test_resolve_asks_the_index_and_fills_the_cache(
+    monkeypatch: pytest.MonkeyPatch, cache: Path
+) -> None:
+    """`build.py lock` resolves afresh (not from the cache, which may hold older releases)."""
+    calls: list[list[str]] = []
+
+    def fake_pip(args: list[str], what: str) -> None:
+        calls.append(args)
+        dest = Path(_value(args, "--dest")[0])
+        for pin in ("prometheus_client-0.21.1", "pip-25.0.1"):
+            (dest / f"{pin}-py3-none-any.whl").write_bytes(b"x")
+
+    monkeypatch.setattr(context, "_pip", fake_pip)
+    wheels = context.resolve(["prometheus-client"], "3.8")
+    ((args,),) = [calls]
+    assert "--no-index" not in args and "--find-links" not in args
+    assert _value(args, "--abi") == ["cp38"] and args[-1] == "prometheus-client"
+    assert [w.parent for w in wheels] == [cache, cache]
+    assert [context.pin_of(w) for w in wheels] == ["pip==25.0.1", "prometheus-client==0.21.1"]

@@ -6,14 +6,12 @@ import dataclasses
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tfgpu_kit import catalog, compat_rules, context, render, spec, wheellock
-from tfgpu_kit.errors import SpecError
+from tfgpu_kit import catalog, compat_rules, render, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = spec.load()
@@ -136,83 +134,6 @@ def test_per_version_extra_packages_render_and_lint(tmp_path: Path) -> None:
     path.write_text(text)
     result = _lint(path)
     assert result.returncode == 0, result.stdout
-
-
-def _fake_download(fetched: list[tuple[list[str], str]]) -> Callable[[list[str], str, Path], None]:
-    def fake_download(packages: list[str], python: str, dest: Path) -> None:
-        fetched.append((packages, python))
-        dest.mkdir(parents=True, exist_ok=True)
-        for package in packages:
-            name, _, version = package.partition("==")
-            wheel = dest / f"{name.replace('-', '_')}-{version or '1.0'}-py3-none-any.whl"
-            wheel.write_bytes(package.encode())
-
-    return fake_download
-
-
-def test_context_fetches_the_images_extra_pip_packages(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "spec").mkdir()
-    loaded = _spec_with_packages(tmp_path / "spec")
-    image = next(i for i in catalog.images(loaded) if i.name == "2.21.0-gpu")
-    image = dataclasses.replace(
-        image, req=compat_rules.requirements(loaded, "2.21.0", override=spec.CudaSource.BASE)
-    )
-    fetched: list[tuple[list[str], str]] = []
-    monkeypatch.setattr(context, "download", _fake_download(fetched))
-    wheel = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
-    wheel.write_bytes(b"")
-    ctx = context.assemble(
-        image,
-        "FROM x\n",
-        tmp_path / "ctx",
-        runtime_wheel=wheel,
-        runtime_extras=["nvidia-ml-py"],
-        lock=wheellock.Lock(),
-    )
-    assert fetched[0] == (["nvidia-ml-py", "rich", "requests==2.32.3"], "3.11")
-    assert "requests==2.32.3" in ctx.requirements and "rich==1.0" in ctx.requirements
-    assert ctx.cuda_wheels_bytes == 0
-
-
-def test_context_holds_the_locked_cuda_wheels(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An image whose base lacks CUDA gets the [and-cuda] wheels in its context, each checked
-    against the lock; their unpacked size (from the lock) is its extra budget."""
-    image = next(i for i in IMAGES if i.name == "2.21.0-gpu")
-    assert image.gap.wheels
-    fetched: list[tuple[list[str], str]] = []
-    monkeypatch.setattr(context, "download", _fake_download(fetched))
-    runtime = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
-    runtime.write_bytes(b"")
-    entries = {}
-    for pin in image.gap.wheels:
-        name, _, version = pin.partition("==")
-        file = tmp_path / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
-        file.write_bytes(pin.encode())
-        entries[pin] = wheellock.describe(file, 1000)
-    lock = wheellock.Lock(wheels=entries)
-    ctx = context.assemble(
-        image, "FROM x\n", tmp_path / "ctx", runtime_wheel=runtime, runtime_extras=[], lock=lock
-    )
-    assert fetched[0] == (list(image.gap.wheels), "3.11")
-    assert ctx.cuda_wheels_bytes == 1000 * len(image.gap.wheels)
-    assert set(image.gap.wheels) <= set(ctx.requirements)
-    # other bytes than the locked ones are refused, naming the wheel
-    tampered = dict(entries)
-    first = image.gap.wheels[0]
-    tampered[first] = entries[first].model_copy(update={"sha256": "0" * 64})
-    with pytest.raises(SpecError, match=f"{re.escape(first)}: .* is not the locked wheel"):
-        context.assemble(
-            image,
-            "FROM x\n",
-            tmp_path / "ctx",
-            runtime_wheel=runtime,
-            runtime_extras=[],
-            lock=wheellock.Lock(wheels=tampered),
-        )
 
 
 def test_non_root_user_option() -> None:
