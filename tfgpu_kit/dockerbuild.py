@@ -21,8 +21,6 @@ from tfgpu_kit.log import stderr
 
 log = logging.getLogger(__name__)
 
-MIB = 1024 * 1024
-
 
 def client() -> Any:
     """A Docker client whose engine answers, or DockerError."""

@@ -1,4 +1,4 @@
-"""Printing data on stdout: JSON for scripts, rich tables for people."""
+"""Printing data on stdout: JSON for scripts, rich tables for people, sizes in MiB for both."""
 
 from __future__ import annotations
 
@@ -11,6 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from tfgpu_kit import log
+
+BYTES_PER_MIB = 1 << 20
+
+
+def mib(value: float | None, places: int = 0, *, grouped: bool = False) -> str:
+    """A size in MiB as the kit writes it, without the unit (a table's column may carry it):
+    `places` decimals; thousands separators when `grouped` (tables for people, not messages a
+    user may copy into a flag); "—" when unknown."""
+    if value is None:
+        return "—"
+    return f"{value:{',' if grouped else ''}.{places}f}"
 
 
 def print_json(value: object) -> None:

@@ -13,7 +13,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import yaml
 from packaging.specifiers import SpecifierSet
 from pydantic import (
     AfterValidator,
@@ -26,6 +25,7 @@ from pydantic import (
 
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.versions import Version, parse_arch_code
+from tfgpu_kit.yamlfile import load_yaml as load_yaml  # also wheellock's
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
@@ -310,22 +310,6 @@ M = TypeVar("M", bound=BaseModel)
 
 def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
-
-
-def load_yaml(path: Path) -> Any:
-    """A YAML file's data, or SpecError naming the file and the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot be read ({exc.strerror})") from None
-    try:
-        # the C loader when PyYAML has it: several times faster than the pure-Python one
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{path}:{where}: not valid YAML ({problem})") from None
 
 
 def validate(model: type[M], data: Any, path: Path) -> M:

@@ -417,7 +417,8 @@ def test_unreadable_and_foreign_files(tmp_path: Path, capsys: pytest.CaptureFixt
     other = write(tmp_path, "other.yaml", {"hello": "world"})
     assert cli.main(["plan", other, "--gpu-memory", "16GiB"]) == 2
     err = capsys.readouterr().err
-    assert "cannot read" in err and "not valid YAML" in err and "neither a compose file" in err
+    assert "missing.yaml: cannot be read (No such file or directory)" in err
+    assert "bad.yaml: line 2, column 1: not valid YAML" in err and "neither a compose file" in err
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from tfgpu.settings import is_ascii_number
 from tfgpu_kit.fleet_budget import caps as caps_mod
 from tfgpu_kit.fleet_budget.envvars import CAP_VARIABLES
 from tfgpu_kit.fleet_budget.model import Placement, Problem, Workload
+from tfgpu_kit.output import mib
 
 SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
 # Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields
@@ -287,24 +288,20 @@ def _judge(budget: GpuBudget) -> list[Problem]:
         over = capped_committed - budget.memory_mib
         processes = budget.processes
         fix = (
-            f"lower the caps by {_mib(over)} MiB in total, or move a workload to another GPU"
+            f"lower the caps by {mib(over)} MiB in total, or move a workload to another GPU"
             if budget.sharing == "host" or budget.sharing.startswith("exclusive")
             else f"lower the caps so that any {sum(e.instances for e in budget.entries)} of these "
             "pods fit on one GPU, or lower the time-slicing replicas"
         )
-        context = _mib(budget.entries[0].overhead_mib)
+        context = mib(budget.entries[0].overhead_mib)
         problems.append(
             Problem(
                 "error",
                 ", ".join(e.who for e in budget.entries),
-                f"{where} is over-committed: {_mib(capped_committed)} MiB of "
-                f"{_mib(budget.memory_mib)} MiB "
+                f"{where} is over-committed: {mib(capped_committed)} MiB of "
+                f"{mib(budget.memory_mib)} MiB "
                 f"(caps plus {processes} × {context} MiB CUDA context)",
                 fix,
             )
         )
     return problems
-
-
-def _mib(value: float) -> str:
-    return f"{value:.0f}"

@@ -20,11 +20,11 @@ from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.fleet_budget.budget import GpuBudget
+from tfgpu_kit.output import BYTES_PER_MIB
 
 COMMITTED = "tfgpu_plan_committed_bytes"
 MEMORY = "tfgpu_plan_gpu_memory_bytes"
 GROUP = "tfgpu-plan"
-_MIB = 1 << 20
 # NVML's UUIDs: "GPU-" and 8-4-4-4-12 hex digits (`nvidia-smi -L` prints them)
 _UUID = re.compile(r"GPU-[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 UUID_EXAMPLE = "0=GPU-fa6e0000-0000-4000-8000-000000000000"
@@ -76,7 +76,11 @@ def recording_rules(
         for name, mib in ((COMMITTED, budget.committed_mib), (MEMORY, budget.memory_mib)):
             # vector(): a recording rule records a vector; the labels name the GPU
             rules.append(
-                {"record": name, "expr": f"vector({round(mib * _MIB)})", "labels": dict(labels)}
+                {
+                    "record": name,
+                    "expr": f"vector({round(mib * BYTES_PER_MIB)})",
+                    "labels": dict(labels),
+                }
             )
     header = (
         f"# Written by `build.py plan {' '.join(sources)} --prometheus-rules …`: the GPU memory\n"

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from tfgpu_kit.fleet_budget.budget import GpuBudget
 from tfgpu_kit.fleet_budget.model import Problem
+from tfgpu_kit.output import mib
 
 
 def as_json(
@@ -35,15 +36,16 @@ def as_json(
     )
 
 
-def _mib(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
+def _cell(value: float | None) -> str:
+    """MiB in the table: thousands grouped, for reading across a row."""
+    return mib(value, grouped=True)
 
 
 def table(budget: GpuBudget) -> Table:
     """One GPU: who is on it, their caps and contexts, the sum and the headroom (MiB)."""
     where = f"GPU {budget.gpu}" if budget.sharing == "host" else budget.gpu
     sharing = "shared on the host" if budget.sharing == "host" else budget.sharing
-    out = Table(title=f"{where}: {_mib(budget.memory_mib)} MiB, {sharing}", title_justify="left")
+    out = Table(title=f"{where}: {_cell(budget.memory_mib)} MiB, {sharing}", title_justify="left")
     out.add_column("who", overflow="fold")
     for name in ("procs", "cap MiB", "context MiB", "total MiB"):
         out.add_column(name, justify="right", no_wrap=True)
@@ -51,9 +53,9 @@ def table(budget: GpuBudget) -> Table:
         out.add_row(
             Text(entry.who),  # Text: a name like Deployment/x[tf] is not rich markup
             str(entry.count),
-            "none" if entry.cap_mib is None else _mib(entry.cap_mib),
-            _mib(entry.overhead_mib),
-            _mib(entry.total_mib),
+            "none" if entry.cap_mib is None else _cell(entry.cap_mib),
+            _cell(entry.overhead_mib),
+            _cell(entry.total_mib),
         )
     headroom = budget.headroom_mib
     if headroom is None:
@@ -63,7 +65,7 @@ def table(budget: GpuBudget) -> Table:
             else Text("uncapped", style="red")
         )
     else:
-        verdict = Text(f"headroom {_mib(headroom)}", style="green" if headroom >= 0 else "red")
+        verdict = Text(f"headroom {_cell(headroom)}", style="green" if headroom >= 0 else "red")
     extra = f" (+{budget.not_shown} more pods in the pool)" if budget.not_shown else ""
     out.add_section()
     out.add_row(
@@ -71,7 +73,7 @@ def table(budget: GpuBudget) -> Table:
         str(budget.processes),
         "",
         "",
-        Text(_mib(budget.committed_mib), style="bold"),
+        Text(_cell(budget.committed_mib), style="bold"),
     )
     out.add_row(verdict, "", "", "", "")
     return out

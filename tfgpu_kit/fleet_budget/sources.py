@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.fleet_budget import compose, kube
 from tfgpu_kit.fleet_budget.model import Workload
+from tfgpu_kit.yamlfile import load_documents
 
 
 @dataclass
@@ -40,7 +39,7 @@ def load(
             cluster.slices[resource] = time_slicing
     manifests: list[tuple[str, list[Any]]] = []
     for path in paths:
-        docs = _documents(path)
+        docs = load_documents(path, UsageError)
         if len(docs) == 1 and compose.is_compose(docs[0]):
             with _shape(path, "a compose file"):
                 found, notes = compose.read(
@@ -80,19 +79,4 @@ def _shape(path: str, what: str) -> Iterator[None]:
             f"{path}: not the structure of {what}: a value has the wrong type ({error})",
             hint="check that mappings are mappings and lists are lists, e.g. "
             "deploy: {replicas: 2} or containers: [{name: app, ...}]",
-        ) from None
-
-
-def _documents(path: str) -> list[Any]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise UsageError(
-            f"{path}{line} is not valid YAML: {getattr(error, 'problem', error)}"
         ) from None
