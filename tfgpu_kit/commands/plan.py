@@ -13,7 +13,7 @@ from tfgpu_kit import log, nvml
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.flag_values import size_mib, whole_number
-from tfgpu_kit.fleet_budget import budget, prometheus, report, sources
+from tfgpu_kit.fleet_budget import budget, prometheus, report, sources, unified
 from tfgpu_kit.fleet_budget.model import Placement, Workload
 
 NAME = "plan"
@@ -32,6 +32,7 @@ EPILOG = """\
 examples:
   build.py plan compose.yaml --gpu-memory 16GiB
   build.py plan k8s/*.yaml --gpu-memory 40GiB --time-slicing 4 --json
+  build.py plan compose.yaml --gpu-memory 15820 --unified-memory --reserve 4GiB   # a Jetson
   build.py plan compose.yaml --gpu-memory 16GiB --prometheus-rules monitoring/plan.rules.yaml \
       --gpu-uuid 0=GPU-fa6e0000-0000-4000-8000-000000000000
 """
@@ -47,6 +48,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-memory",
         metavar="SIZE",
         help="memory of each GPU, e.g. 16GiB or 16384 (MiB); default: read through NVML",
+    )
+    parser.add_argument(
+        "--unified-memory",
+        action="store_true",
+        help="the GPU memory is the system's, shared with the CPU (NVIDIA Jetson): needs "
+        "--gpu-memory (the whole, MemTotal) and --reserve",
+    )
+    parser.add_argument(
+        "--reserve",
+        metavar="SIZE",
+        help="with --unified-memory: what the OS and the non-TensorFlow processes keep of it, "
+        "e.g. 4GiB; the caps are budgeted on the rest",
     )
     parser.add_argument(
         "--context-overhead",
@@ -133,12 +146,15 @@ def run(args: argparse.Namespace) -> int:
             f"example: --prometheus-rules plan.rules.yaml --gpu-uuid {prometheus.UUID_EXAMPLE}"
         )
     uuids = prometheus.parse_gpu_uuids(args.gpu_uuid)
+    unified.check_flags(args.unified_memory, args.reserve, args.gpu_memory)
     # NVML only for what the flags leave open: with both given, a broken driver cannot matter
     found, unavailable = (
         _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else (None, None)
     )
     if args.gpu_memory is not None:
-        memory = budget.GpuMemory(size_mib("--gpu-memory", args.gpu_memory, "16GiB"))
+        total = size_mib("--gpu-memory", args.gpu_memory, "16GiB")
+        kept = unified.reserve_mib(args.reserve, total)
+        memory = budget.GpuMemory(total, reserve_mib=kept)
     elif found:
         # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
         memory = budget.GpuMemory(min(found.values()), found)
@@ -165,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = sources.load(
         args.files, host_gpus=host_gpus, time_slicing=slices, profiles=args.profile
     )
+    if memory.reserve_mib:
+        inputs.notes.append(unified.note(memory.default_mib, memory.reserve_mib))
     note = _mixed_sizes_note(memory, inputs.workloads)
     if note is not None:
         inputs.notes.append(note)

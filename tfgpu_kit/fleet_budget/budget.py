@@ -32,9 +32,16 @@ class GpuMemory:
 
     default_mib: float
     known: Mapping[str, float] = field(default_factory=dict)
+    # unified memory (a Jetson: the GPU allocates from the CPU's RAM): what the OS and the
+    # non-TensorFlow processes keep; percentages still resolve against the whole (as the runtime
+    # does, from MemTotal), but only the rest is there for the caps (fleet_budget/unified.py)
+    reserve_mib: float = 0.0
 
     def of(self, gpu: str) -> float:
         return self.known.get(gpu, self.default_mib)
+
+    def capacity(self, gpu: str | None = None) -> float:
+        return (self.default_mib if gpu is None else self.of(gpu)) - self.reserve_mib
 
 
 @dataclass
@@ -162,7 +169,8 @@ def build(
             )
             if gpus.placement is Placement.HOST:
                 gpu = gpus.host_gpus[index]
-                host.setdefault(gpu, GpuBudget(gpu, "host", memory.of(gpu))).entries.append(entry)
+                found = host.setdefault(gpu, GpuBudget(gpu, "host", memory.capacity(gpu)))
+                found.entries.append(entry)
             elif gpus.placement is Placement.EXCLUSIVE:
                 # Every replica gets GPUs of its own: judge one replica's processes.
                 entry.instances = 1
@@ -175,7 +183,7 @@ def build(
                 pool.append(entry)
     budgets = [host[k] for k in sorted(host, key=_gpu_order)] + exclusive
     budgets += [
-        _worst_case(resource, slices, entries, memory.default_mib)
+        _worst_case(resource, slices, entries, memory.capacity())
         for resource, (slices, entries) in sorted(pools.items())
     ]
     for budget in budgets:
