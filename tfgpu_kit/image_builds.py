@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfgpu_kit import baselock, context, wheellock
 from tfgpu_kit import compat_rules as rules
-from tfgpu_kit import context, wheellock
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import EXIT_FAILED, SpecError
@@ -286,7 +286,13 @@ def report(results: list[Built], *, as_json: bool) -> int:
     return EXIT_FAILED if problems else 0
 
 
-def _build_one(client: Any, image: Image, ctx: context.Context, options: BuildOptions) -> Built:
+def _build_one(
+    client: Any,
+    image: Image,
+    ctx: context.Context,
+    options: BuildOptions,
+    digests: baselock.BaseDigests,
+) -> Built:
     from tfgpu_kit import dockerbuild
 
     timer = dockerbuild.Timer()
@@ -301,7 +307,10 @@ def _build_one(client: Any, image: Image, ctx: context.Context, options: BuildOp
     else:
         log.info("%s: base %s present locally (%s)", image.name, base_ref, base.short_id)
     bargs = buildargs(
-        base_digest=dockerbuild.repo_digest(base) if base is not None else None,
+        # the digest images/bases.lock.yaml locks (a mirror's: the local base's own)
+        base_digest=digests.digest(
+            image, base.attrs.get("RepoDigests") or [] if base is not None else []
+        ),
         cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
     )
     bargs["BASE_REGISTRY"] = _base_registry(image, options.base_registry)
@@ -337,10 +346,12 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
     from tfgpu_kit.verify_images import verify_images
 
     client = dockerbuild.client()
+    # before any context: a base the lock lacks stops the build; one warning for unknown digests
+    digests = baselock.BaseDigests(baselock.load(), images, base_registry=options.base_registry)
     results = []
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
         for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):
-            results.append(_build_one(client, image, ctx, options))
+            results.append(_build_one(client, image, ctx, options, digests))
             if options.contexts is None:  # a temporary context is not kept (gigabytes of wheels)
                 shutil.rmtree(ctx.path)
 

@@ -1,0 +1,141 @@
+"""images/bases.lock.yaml: the official bases' digests, what the build labels with them, and
+`build.py lock --bases` (against a stubbed Docker client: no registry is reachable here)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import docker.errors
+import pytest
+
+from tfgpu_kit import baselock, catalog, spec
+from tfgpu_kit.errors import SpecError
+
+SPEC = spec.load()
+IMAGES = catalog.images(SPEC)
+A = "sha256:" + "a" * 64
+B = "sha256:" + "b" * 64
+REF = "docker.io/tensorflow/tensorflow:2.21.0-gpu"
+
+
+def _image(name: str = "2.21.0-gpu") -> catalog.Image:
+    return next(i for i in IMAGES if i.name == name)
+
+
+def _lock(**digests: str | None) -> baselock.BaseLock:
+    """Every official base unknown, but those given (keyed by image name)."""
+    bases = {ref: baselock.LockedBase() for ref in baselock.refs(IMAGES)}
+    for name, digest in digests.items():
+        bases[baselock.official_ref(_image(name))] = baselock.LockedBase(digest=digest)
+    return baselock.BaseLock(bases=bases)
+
+
+def test_the_committed_lock_names_every_official_base_and_how_to_refresh() -> None:
+    lock = baselock.load()
+    assert baselock.missing(IMAGES, lock) == []
+    assert set(lock.bases) == set(baselock.refs(IMAGES))
+    assert REF in lock.bases
+    header = baselock.lock_path().read_text().split("bases:")[0]
+    assert "digest: null" in header and "./kit lock --bases" in header
+
+
+def test_unknown_digests_warn_once_and_label_unknown(caplog: pytest.LogCaptureFixture) -> None:
+    images = [_image("2.21.0-gpu"), _image("2.21.0-gpu-jupyter"), _image("2.20.0-gpu")]
+    with caplog.at_level(logging.WARNING):
+        digests = baselock.BaseDigests(_lock(), images, base_registry=None)
+        assert [digests.digest(image, []) for image in images] == [None, None, None]
+    (record,) = caplog.records
+    assert "does not know the digest of" in record.getMessage()
+    assert REF in record.getMessage() and "./kit lock --bases" in record.getMessage()
+
+
+def test_a_known_digest_is_the_label_and_a_different_local_base_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        digests = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
+    assert caplog.records == []
+    assert digests.digest(_image(), []) == A  # base not local (yet): the engine pulls the tag
+    assert digests.digest(_image(), [f"tensorflow/tensorflow@{A}"]) == A
+    with pytest.raises(SpecError) as info:
+        digests.digest(_image(), [f"tensorflow/tensorflow@{B}"])
+    assert f"the local base {REF} is {B}, but bases.lock.yaml locks {A}" in info.value.message
+    assert info.value.hint is not None and "lock --bases" in info.value.hint
+
+
+def test_a_base_the_lock_lacks_stops_the_build() -> None:
+    lock = _lock()
+    del lock.bases[REF]
+    with pytest.raises(SpecError) as info:
+        baselock.BaseDigests(lock, [_image()], base_registry=None)
+    assert info.value.message == f"bases.lock.yaml has no entry for {REF}"
+    assert info.value.hint is not None and "./kit lock --bases" in info.value.hint
+
+
+def test_a_mirror_is_exempt_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    images = [_image("2.21.0-gpu"), _image("2.20.0-gpu")]
+    with caplog.at_level(logging.WARNING):
+        digests = baselock.BaseDigests(
+            baselock.BaseLock(), images, base_registry="tfgpu-standin.local/"
+        )
+        assert digests.digest(images[0], [f"tfgpu-standin.local/tensorflow/tensorflow@{B}"]) == B
+        assert digests.digest(images[1], []) is None
+    (record,) = caplog.records
+    assert "tfgpu-standin.local (--base-registry): not checked against bases.lock.yaml" in (
+        record.getMessage()
+    )
+
+
+class StubImages:
+    """`client.images` of the Docker SDK: get_registry_data answers from a table."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    def get_registry_data(self, ref: str) -> Any:
+        self.asked.append(ref)
+        if ref not in self.answers:
+            raise docker.errors.APIError("manifest unknown", explanation="manifest unknown")
+        return SimpleNamespace(id=self.answers[ref])
+
+
+def test_refresh_records_each_digest_and_where_it_came_from(tmp_path: Path) -> None:
+    other = "docker.io/tensorflow/tensorflow:2.20.0-gpu"
+    client = SimpleNamespace(images=StubImages({REF: A}))
+    new, failed = baselock.refresh(client, [REF, other], baselock.BaseLock())
+    assert client.images.asked == [REF, other]
+    assert failed == [other]
+    assert new.bases[REF].digest == A
+    assert new.bases[REF].source == "registry docker.io, via the Docker engine"
+    assert new.bases[REF].checked is not None
+    assert new.bases[other] == baselock.LockedBase()  # unreadable: recorded as unknown
+    baselock.write(new, tmp_path)
+    assert baselock.load(tmp_path) == new
+    # a later failure keeps the digest read before
+    again, failed = baselock.refresh(SimpleNamespace(images=StubImages({})), [REF], new)
+    assert failed == [REF] and again.bases[REF].digest == A
+
+
+def test_the_lock_refuses_a_malformed_digest(tmp_path: Path) -> None:
+    (tmp_path / "bases.lock.yaml").write_text(f"bases:\n  {REF}:\n    digest: sha256:abc\n")
+    with pytest.raises(SpecError, match="digest"):
+        baselock.load(tmp_path)
+
+
+def test_lock_check_names_what_a_lock_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`build.py lock --check` (CI): exit 0 with the committed locks, 1 naming a missing base."""
+    from tfgpu_kit.commands import lock as lock_command
+
+    assert lock_command.check(SPEC) == 0
+    trimmed = _lock()
+    del trimmed.bases[REF]
+    baselock.write(trimmed, tmp_path)
+    monkeypatch.setattr(baselock, "IMAGES_DIR", tmp_path)
+    assert lock_command.check(SPEC) == 1
+    assert f"bases.lock.yaml: {REF} has no entry (run `build.py lock --bases`)" in caplog.text
