@@ -51,20 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check(spec: specs.Spec) -> int:
     problems = [
-        f"{wheellock.LOCK_NAME}: {pin} has no entry"
+        f"{wheellock.LOCK_NAME}: {pin} has no entry (run `build.py lock`)"
         for pin in wheellock.missing(spec, wheellock.load())
     ]
     problems += [
-        f"{wheellock.IMAGE_LOCK_NAME}: {what} has no entry"
+        f"{wheellock.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
         for what in wheellock.missing_images(spec, wheellock.load_images())
     ]
     images = catalog.images(spec)
     bases = baselock.load()
     problems += [
-        f"{baselock.LOCK_NAME}: {ref} has no entry" for ref in baselock.missing(images, bases)
+        f"{baselock.LOCK_NAME}: {ref} has no entry (run `build.py lock --bases`)"
+        for ref in baselock.missing(images, bases)
     ]
     for problem in problems:
-        log.error("%s (run `build.py lock`%s)", problem, " --bases" if "bases" in problem else "")
+        log.error("%s", problem)
     if unknown := baselock.unknown(images, bases):
         log.warning(
             "%s: %d base digests unknown (null); refresh with `build.py lock --bases` where the"
