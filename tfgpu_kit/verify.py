@@ -20,10 +20,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from tfgpu.check_report import CheckReport, LibraryInfo, TensorFlowInfo
 
 from tfgpu_kit import compat_rules
-from tfgpu_kit.spec import ROOT, CudaSource, Spec
+from tfgpu_kit.spec import ROOT, CudaSource, Spec, TensorFlowBuild
 from tfgpu_kit.versions import Version
 
 CHECK_TIMEOUT_S = 300
@@ -63,7 +65,7 @@ class Observed:
 
     labels: dict[str, str]
     env: dict[str, str]
-    report: dict[str, Any] | None
+    report: CheckReport | None
     report_error: str | None = None
     gpu: GpuProbe | None = None
 
@@ -107,7 +109,7 @@ def _major(text: object) -> int | None:
         return None
 
 
-def _library_problem(lib: dict[str, Any], tf: str, build_cuda: str, build_cudnn: str) -> str:
+def _library_problem(lib: LibraryInfo, tf: str, build_cuda: str, build_cudnn: str) -> str:
     name = str(lib.get("name", "?"))
     soname = str(lib.get("soname", name))
     error = f" ({lib['error']})" if lib.get("error") else ""
@@ -127,10 +129,10 @@ def _library_problem(lib: dict[str, Any], tf: str, build_cuda: str, build_cudnn:
 
 def _identity(spec: Spec, observed: Observed) -> tuple[str | None, list[Check]]:
     """The image's TensorFlow version (label, else the report's), or a failing check."""
-    report = observed.report or {}
+    report: CheckReport = observed.report or {}
     tf = observed.labels.get("io.tfgpu.tensorflow") or observed.env.get("TFGPU_IMAGE_TF")
     if not tf:
-        tf = (report.get("tensorflow") or {}).get("version")
+        tf = (report.get("tensorflow") or _NO_TENSORFLOW).get("version")
         if not tf:
             why = observed.report_error or "TensorFlow cannot be imported"
             return None, [Check("image", False, f"no TensorFlow version found: {why}")]
@@ -162,41 +164,68 @@ def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
     return checks
 
 
-def _build_checks(spec: Spec, tf: str, report: dict[str, Any]) -> list[Check]:
+def _build_checks(spec: Spec, tf: str, report: CheckReport) -> list[Check]:
+    """The image's Python, TensorFlow build and CUDA libraries against the matrix's entry."""
     build = spec.matrix.tensorflow[tf]
-    python = str(report.get("python", "?"))
-    low, high = (Version.parse(v) for v in build.python)
+    tensorflow = report.get("tensorflow") or _NO_TENSORFLOW
+    return [
+        _python_check(tf, build.python, str(report.get("python", "?"))),
+        *_tensorflow_checks(tf, build, tensorflow),
+        *_library_checks(tf, build, tensorflow, report.get("libraries") or []),
+    ]
+
+
+_NO_TENSORFLOW: TensorFlowInfo = {
+    "importable": False,
+    "version": None,
+    "is_cuda_build": False,
+    "cuda_version": None,
+    "cudnn_version": None,
+    "error": None,
+}
+
+
+def _python_check(tf: str, supported: tuple[str, str], python: str) -> Check:
+    low, high = (Version.parse(v) for v in supported)
     try:
         py = Version.parse(".".join(python.split(".")[:2]))
         py_ok = low <= py <= high
     except ValueError:
         py_ok = False
-    checks = [Check("python", py_ok, f"{python}; TensorFlow {tf} supports {low}–{high}")]
-    tensorflow = report.get("tensorflow") or {}
+    return Check("python", py_ok, f"{python}; TensorFlow {tf} supports {low}–{high}")
+
+
+def _tensorflow_checks(tf: str, build: TensorFlowBuild, tensorflow: TensorFlowInfo) -> list[Check]:
     version = tensorflow.get("version")
-    checks.append(Check("tensorflow version", version == tf, f"{version}, expected {tf}"))
     cuda_build = tensorflow.get("is_cuda_build") is True
-    checks.append(
+    cuda = tensorflow.get("cuda_version")
+    try:
+        cuda_ok = cuda is not None and (
+            Version.parse(str(cuda)).major_minor == Version.parse(build.cuda).major_minor
+        )
+    except ValueError:
+        cuda_ok = False
+    cudnn = tensorflow.get("cudnn_version")
+    cudnn_ok = _major(cudnn) == Version.parse(build.cudnn).major
+    return [
+        Check("tensorflow version", version == tf, f"{version}, expected {tf}"),
         Check(
             "cuda build",
             cuda_build,
             "TensorFlow is a CUDA build"
             if cuda_build
             else "TensorFlow is not a CUDA build (a CPU-only wheel is installed)",
-        )
-    )
-    cuda = tensorflow.get("cuda_version")
-    want_cuda = Version.parse(build.cuda)
-    try:
-        cuda_ok = cuda is not None and Version.parse(str(cuda)).major_minor == want_cuda.major_minor
-    except ValueError:
-        cuda_ok = False
-    checks.append(Check("cuda version", cuda_ok, f"built for {cuda}, matrix says {build.cuda}"))
-    cudnn = tensorflow.get("cudnn_version")
-    cudnn_ok = _major(cudnn) == Version.parse(build.cudnn).major
-    checks.append(Check("cudnn version", cudnn_ok, f"built for {cudnn}, matrix says {build.cudnn}"))
-    libraries = report.get("libraries") or []
-    if cuda_build and not libraries:
+        ),
+        Check("cuda version", cuda_ok, f"built for {cuda}, matrix says {build.cuda}"),
+        Check("cudnn version", cudnn_ok, f"built for {cudnn}, matrix says {build.cudnn}"),
+    ]
+
+
+def _library_checks(
+    tf: str, build: TensorFlowBuild, tensorflow: TensorFlowInfo, libraries: list[LibraryInfo]
+) -> list[Check]:
+    checks = []
+    if tensorflow.get("is_cuda_build") is True and not libraries:
         checks.append(Check("libraries", False, "the runtime listed no CUDA libraries to load"))
     for lib in libraries:
         ok = lib.get("loaded") is True and not lib.get("error")
@@ -223,7 +252,7 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
         )
         return checks + _gpu_check(observed.gpu)
     checks.append(Check("tfgpu check", True, f"tfgpu {report.get('tfgpu_version', '?')}"))
-    tensorflow = report.get("tensorflow") or {}
+    tensorflow = report.get("tensorflow") or _NO_TENSORFLOW
     if not tensorflow.get("importable"):
         checks.append(
             Check(
@@ -241,8 +270,10 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
     return checks + _gpu_check(observed.gpu)
 
 
-def _hook(report: dict[str, Any]) -> Check:
-    hook = report.get("hook") or {}
+def _hook(report: CheckReport) -> Check:
+    hook = report.get("hook")
+    if hook is None:
+        return Check("runtime hook", False, "hook not active: the report has no hook section")
     ok = hook.get("installed") is True and hook.get("active") is True
     detail = f"{hook.get('pth')} active" if ok else f"hook not active: {json.dumps(hook)}"
     return Check("runtime hook", ok, detail)
@@ -260,7 +291,7 @@ def _gpu_check(probe: GpuProbe | None) -> list[Check]:
     return [Check("TensorFlow registers a GPU", False, f"TensorFlow refused the GPU: {said}")]
 
 
-def _self_check(report: dict[str, Any]) -> Check:
+def _self_check(report: CheckReport) -> Check:
     """The runtime's own verdict: each `error` problem it reported, whether or not a check above
     covers it. Warnings (no GPU here, a small /dev/shm) are expected without a GPU."""
     problems = report.get("problems")
@@ -276,7 +307,7 @@ def _self_check(report: dict[str, Any]) -> Check:
     return Check("runtime self-check", False, "tfgpu check reports: " + "; ".join(named))
 
 
-def _applied(report: dict[str, Any]) -> Check:
+def _applied(report: CheckReport) -> Check:
     """Whether the runtime could apply the image's settings in TensorFlow."""
     applied = report.get("applied")
     if not isinstance(applied, dict):
@@ -294,7 +325,7 @@ def failures(checks: list[Check]) -> list[Check]:
     return [c for c in checks if not c.ok]
 
 
-def parse_report(stdout: str, image: str = "the image") -> tuple[dict[str, Any] | None, str | None]:
+def parse_report(stdout: str, image: str = "the image") -> tuple[CheckReport | None, str | None]:
     """The JSON object `tfgpu check --json` printed, or an error naming `image`.
 
     The report is indented over many lines and may follow other output (a summary line, a
@@ -309,7 +340,8 @@ def parse_report(stdout: str, image: str = "the image") -> tuple[dict[str, Any] 
             except json.JSONDecodeError:
                 value = None
             if isinstance(value, dict):
-                return value, None
+                # the contract's shape, not checked key by key: the checks read it with .get()
+                return cast(CheckReport, value), None
         offset += len(line)
     excerpt = stdout.strip()[-300:] or "(no output)"
     return None, f"no JSON object in the output of tfgpu check --json in {image}: {excerpt}"

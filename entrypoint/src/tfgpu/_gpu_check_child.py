@@ -15,13 +15,13 @@ from tfgpu.errors import GpuUnavailableError
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Any, Dict
+    from tfgpu.check_report import ChildReport
 
 MARK = "TFGPU-CHECK-JSON "
 
 
 def main() -> int:
-    out: Dict[str, Any] = {
+    out: ChildReport = {
         "tensorflow": {
             "importable": False,
             "version": None,
@@ -62,11 +62,13 @@ def main() -> int:
     info = dict(tf.sysconfig.get_build_info())  # no cuda_version on CPU builds: .get()
     out["build_info"] = {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float))}
     out["tensorflow"].update(
-        importable=True,
-        version=tf.__version__,
-        is_cuda_build=bool(info.get("is_cuda_build")),
-        cuda_version=info.get("cuda_version"),
-        cudnn_version=info.get("cudnn_version"),
+        {
+            "importable": True,
+            "version": tf.__version__,
+            "is_cuda_build": bool(info.get("is_cuda_build")),
+            "cuda_version": info.get("cuda_version"),
+            "cudnn_version": info.get("cudnn_version"),
+        }
     )
     out["hook_active"] = bool(_hook.state["applied"])
     applied = out["applied"]

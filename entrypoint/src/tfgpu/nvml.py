@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Dict, List, Optional, Tuple
 
+    from tfgpu.check_report import GpuInfo
+
 # Any of these exists when a driver is present (bare metal, `docker run --gpus`, WSL).
 # Checking them first spares the ~30 ms import of pynvml on the many machines without one.
 DRIVER_MARKERS = ("/dev/nvidiactl", "/proc/driver/nvidia/version", "/dev/dxg")
@@ -44,7 +46,7 @@ class Gpu:
         self.compute_capability = compute_capability
         self.brand = brand
 
-    def as_json(self) -> Dict[str, object]:
+    def as_json(self) -> GpuInfo:
         return {
             "index": self.index,
             "name": self.name,
@@ -71,7 +73,7 @@ class NvmlReport:
         self.failure: Optional[str] = None
         self.gpus: List[Gpu] = []
 
-    def driver_json(self) -> Dict[str, object]:
+    def driver_json(self) -> Dict[str, object]:  # check_report.DriverInfo
         return {
             "found": self.found,
             "version": self.driver_version,
