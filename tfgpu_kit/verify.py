@@ -129,10 +129,10 @@ def _library_problem(lib: LibraryInfo, tf: str, build_cuda: str, build_cudnn: st
 
 def _identity(spec: Spec, observed: Observed) -> tuple[str | None, list[Check]]:
     """The image's TensorFlow version (label, else the report's), or a failing check."""
-    report: CheckReport = observed.report or {}
     tf = observed.labels.get("io.tfgpu.tensorflow") or observed.env.get("TFGPU_IMAGE_TF")
     if not tf:
-        tf = (report.get("tensorflow") or _NO_TENSORFLOW).get("version")
+        tensorflow = (observed.report or {}).get("tensorflow")
+        tf = tensorflow.get("version") if tensorflow else None
         if not tf:
             why = observed.report_error or "TensorFlow cannot be imported"
             return None, [Check("image", False, f"no TensorFlow version found: {why}")]
@@ -164,25 +164,16 @@ def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
     return checks
 
 
-def _build_checks(spec: Spec, tf: str, report: CheckReport) -> list[Check]:
+def _build_checks(
+    spec: Spec, tf: str, report: CheckReport, tensorflow: TensorFlowInfo
+) -> list[Check]:
     """The image's Python, TensorFlow build and CUDA libraries against the matrix's entry."""
     build = spec.matrix.tensorflow[tf]
-    tensorflow = report.get("tensorflow") or _NO_TENSORFLOW
     return [
         _python_check(tf, build.python, str(report.get("python", "?"))),
         *_tensorflow_checks(tf, build, tensorflow),
         *_library_checks(tf, build, tensorflow, report.get("libraries") or []),
     ]
-
-
-_NO_TENSORFLOW: TensorFlowInfo = {
-    "importable": False,
-    "version": None,
-    "is_cuda_build": False,
-    "cuda_version": None,
-    "cudnn_version": None,
-    "error": None,
-}
 
 
 def _python_check(tf: str, supported: tuple[str, str], python: str) -> Check:
@@ -252,17 +243,12 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
         )
         return checks + _gpu_check(observed.gpu)
     checks.append(Check("tfgpu check", True, f"tfgpu {report.get('tfgpu_version', '?')}"))
-    tensorflow = report.get("tensorflow") or _NO_TENSORFLOW
-    if not tensorflow.get("importable"):
-        checks.append(
-            Check(
-                "tensorflow import",
-                False,
-                f"TensorFlow cannot be imported: {tensorflow.get('error')}",
-            )
-        )
+    tensorflow = report.get("tensorflow")
+    if not tensorflow or not tensorflow.get("importable"):
+        why = tensorflow.get("error") if tensorflow else "the report has no tensorflow section"
+        checks.append(Check("tensorflow import", False, f"TensorFlow cannot be imported: {why}"))
         return [*checks, _self_check(report)]
-    checks += _build_checks(spec, tf, report)
+    checks += _build_checks(spec, tf, report, tensorflow)
     if observed.kit_image:
         checks.append(_hook(report))
         checks.append(_applied(report))
