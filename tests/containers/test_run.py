@@ -20,15 +20,35 @@ print("logical CPUs:", len(tf.config.list_logical_devices("CPU")))
 """
 
 SIGTERM_SCRIPT = """\
-import signal, sys, time
+import os, signal, sys, time
 def stop(signum, frame):
     print("got SIGTERM, shutting down cleanly", flush=True)
     sys.exit(7)
 signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
+print("ready pid", os.getpid(), flush=True)
 while True:
     time.sleep(0.1)
 """
+
+# No SIGTERM handler: the default action (die) works only where the script is not PID 1.
+NO_HANDLER_SCRIPT = """\
+import os, time
+print("ready pid", os.getpid(), flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+# As PID 1 without the entrypoint, with the kit's hook active in the process (TensorFlow
+# imported and configured by it), the script's own handler must still get the signal.
+HOOKED_SIGTERM_SCRIPT = (
+    """\
+import tensorflow as tf
+import tfgpu._hook
+print("hook applied", tfgpu._hook.state["applied"], flush=True)
+print("logical CPUs", len(tf.config.list_logical_devices("CPU")), flush=True)
+"""
+    + SIGTERM_SCRIPT
+)
 
 
 def _script(tmp_path: Path, name: str, text: str) -> dict[str, dict[str, str]]:
@@ -130,17 +150,22 @@ def test_bad_input_exits_78_and_runs_nothing(
 
 
 def test_bad_input_fails_at_import_without_the_entrypoint(gpu_image: TrackedContainer) -> None:
-    """Kubernetes `command:` bypasses the entrypoint: the hook refuses at import."""
+    """Kubernetes `command:` bypasses the entrypoint: the hook refuses at import, with the
+    entrypoint's contract (the message, exit 78, no traceback through the kit)."""
     out = gpu_image.run_and_wait(
         ["-c", f"import tensorflow; print('{MARKER}')"],
         entrypoint=["python"],
         environment={"TF_GPU_MEM_LIMIT": "lots"},
-        expect_exit=None,
+        expect_exit=78,
         no_errors=False,
     )
-    assert out.exit_code != 0
     assert MARKER not in out.stdout
-    assert "TF_GPU_MEM_LIMIT" in out.stderr and "lots" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert (
+        out.stderr.strip()
+        .splitlines()[-1]
+        .startswith("tfgpu: error: TF_GPU_MEM_LIMIT='lots' is not valid")
+    ), out.stderr
 
 
 def test_gpu_required_exits_69_with_the_reason(gpu_image: TrackedContainer) -> None:
@@ -157,26 +182,53 @@ def test_gpu_required_exits_69_with_the_reason(gpu_image: TrackedContainer) -> N
     assert "driver" in out.stderr.lower() or "NVML" in out.stderr
 
 
-@pytest.mark.parametrize("via", ["entrypoint", "entrypoint-overridden"])
+@pytest.mark.parametrize(
+    ("via", "script", "code", "said"),
+    [
+        # tfgpu run is PID 1 and forwards the signal to the script, its child
+        ("entrypoint", SIGTERM_SCRIPT, 7, "got SIGTERM, shutting down cleanly"),
+        # fails without the kit's init: a script exec'd as PID 1 with no handler ignores it
+        ("entrypoint", NO_HANDLER_SCRIPT, 128 + 15, ""),
+        # no init at all: the script is PID 1 and its own handler must work with the hook
+        (
+            "entrypoint-overridden",
+            HOOKED_SIGTERM_SCRIPT,
+            7,
+            "got SIGTERM, shutting down cleanly",
+        ),
+    ],
+    ids=["entrypoint-handler", "entrypoint-no-handler", "entrypoint-overridden-hooked"],
+)
 def test_docker_stop_reaches_the_users_process(
-    gpu_image: TrackedContainer, tmp_path: Path, via: str
+    gpu_image: TrackedContainer, tmp_path: Path, via: str, script: str, code: int, said: str
 ) -> None:
-    volumes = _script(tmp_path, "serve.py", SIGTERM_SCRIPT)
-    if via == "entrypoint":  # tfgpu run is PID 1 and must forward the signal
-        container = gpu_image.start(["python", "/work/serve.py"], volumes=volumes)
+    volumes = _script(tmp_path, "serve.py", script)
+    environment = {"TF_CPU_VIRTUAL_DEVICES": "2"}
+    if via == "entrypoint":
+        container = gpu_image.start(
+            ["python", "/work/serve.py"], volumes=volumes, environment=environment
+        )
     else:
-        container = gpu_image.start(["/work/serve.py"], entrypoint=["python"], volumes=volumes)
-    deadline = time.monotonic() + 60
-    while b"ready" not in container.logs(stdout=True, stderr=False):
+        container = gpu_image.start(
+            ["/work/serve.py"], entrypoint=["python"], volumes=volumes, environment=environment
+        )
+    deadline = time.monotonic() + 120
+    while b"ready pid" not in container.logs(stdout=True, stderr=False):
         assert time.monotonic() < deadline, container.logs().decode(errors="replace")
         time.sleep(0.2)
+    ready = container.logs(stdout=True, stderr=False).decode()
+    pid = int(ready.split("ready pid", 1)[1].split()[0])
+    # through the entrypoint the script is tfgpu's child; overridden, nothing is in between
+    assert (pid == 1) == (via == "entrypoint-overridden"), ready
     t0 = time.monotonic()
     container.stop(timeout=20)  # SIGTERM, then SIGKILL after 20 s
     seconds = time.monotonic() - t0
     container.reload()
     logs = container.logs().decode(errors="replace")
-    assert "got SIGTERM, shutting down cleanly" in logs
-    assert container.attrs["State"]["ExitCode"] == 7, logs  # the script's code, not 137/143
+    assert said in logs
+    if via == "entrypoint-overridden":
+        assert "hook applied True" in logs and "logical CPUs 2" in logs, logs
+    assert container.attrs["State"]["ExitCode"] == code, logs  # not 137 (SIGKILL)
     assert seconds < 5, f"stop took {seconds:.1f}s (SIGKILL comes at 20 s)"
 
 

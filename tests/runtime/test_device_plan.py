@@ -57,6 +57,34 @@ def test_plan_warnings(environ: dict[str, str], totals: list[float | None], matc
     assert any(match in w for w in plan.warnings), plan.warnings
 
 
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"TF_GPU_MEM_LIMIT": "4096,2048"},
+        {"TF_GPU_MEM_LIMIT": "4096"},
+        {"TF_GPU_VIRTUAL_DEVICES": "1024,1024;2048"},
+    ],
+)
+def test_no_gpu_visible_any_length_warns_and_applies_nothing(environ: dict[str, str]) -> None:
+    """README: with no GPU visible nothing is capped, whatever the list's length."""
+    [(variable, value)] = environ.items()
+    plan = make_plan(parse_environment(environ), [])
+    assert plan.gpu_limits == []
+    assert plan.warnings == [
+        f"{variable}={value!r} is set but no GPU is visible; it is not applied "
+        "(TensorFlow runs on the CPU)"
+    ]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_per_gpu_list_that_does_not_fit_the_visible_gpus_is_an_error(count: int) -> None:
+    """README: with at least one GPU visible, a list's length must be 1 or the GPU count."""
+    with pytest.raises(ConfigError) as info:
+        make_plan(parse_environment({"TF_GPU_MEM_LIMIT": "4096,2048"}), [24576.0] * count)
+    assert info.value.variable == "TF_GPU_MEM_LIMIT"
+    assert f"2 values for {count} visible GPU" in str(info.value)
+
+
 def test_growth_goes_through_the_native_variable() -> None:
     plan = make_plan(
         parse_environment({"TF_GPU_MEMORY_GROWTH": "on", "TF_GPU_MEM_LIMIT": "4096"}), [24576]

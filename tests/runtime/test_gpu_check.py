@@ -169,24 +169,21 @@ def test_show_lists_the_metrics_port() -> None:
     assert "TF_GPU_METRICS_PORT" in out.getvalue() and "(unset)" in out.getvalue()
 
 
-@pytest.mark.parametrize("value", ["0", "65536", "http", "²", "9401.0"])
-def test_show_warns_about_a_bad_metrics_port_as_metrics_does(
-    value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("value", ["65536", "http", "²", "9401.0"])
+def test_show_refuses_a_bad_metrics_port_as_run_does(
+    value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A bad port is a warning where the hook starts the server (the program runs without
-    metrics), so `show` warns too and exits 0."""
-    from tfgpu import metrics
-
+    """A bad port is bad input like any other: `show` (and `run`, and the hook) exit 78."""
     code, doc = show_json({"TF_GPU_METRICS_PORT": value})
-    assert code == 0 and doc["ok"] is True
-    [warning] = doc["warnings"]
-    assert warning.startswith(f"TF_GPU_METRICS_PORT={value!r} is not valid")
-    monkeypatch.setattr(metrics, "_state", {"attempted": False, "server": None, "port": None})
-    assert metrics.start_from_environment(None, {"TF_GPU_METRICS_PORT": value}) is False
-    assert f"TF_GPU_METRICS_PORT={value!r} is not valid" in capsys.readouterr().err
-    out = io.StringIO()
-    assert show.show(environ={"TF_GPU_METRICS_PORT": value}, out=out) == 0
-    assert f"warning: TF_GPU_METRICS_PORT={value!r} is not valid" in out.getvalue()
+    assert code == 78 and doc["ok"] is False
+    assert doc["error"].startswith(f"TF_GPU_METRICS_PORT={value!r} is not valid")
+    assert f"tfgpu: error: TF_GPU_METRICS_PORT={value!r} is not valid" in capsys.readouterr().err
+
+
+def test_show_metrics_port_zero_is_off_not_an_error() -> None:
+    code, doc = show_json({"TF_GPU_METRICS_PORT": "0"})
+    assert code == 0 and doc["ok"] is True and doc["warnings"] == []
+    assert doc["settings"]["TF_GPU_METRICS_PORT"] == {"value": "0", "source": "environment"}
 
 
 def test_show_json_has_the_same_keys_on_error() -> None:

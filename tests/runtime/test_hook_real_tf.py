@@ -52,6 +52,27 @@ def test_cpu_split_through_import_keras(wheel_venv: Venv) -> None:
     assert r.stdout.strip() == "3"
 
 
+def _interactive(
+    venv: Venv, env: dict[str, str], lines: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`python -i`: the interactive interpreter, reading `lines` as a user would type them."""
+    return subprocess.run(
+        [venv.python, "-i", *args],
+        input=lines,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=venv.path,
+    )
+
+
+def _kit_internals(stderr: str) -> list[str]:
+    """Traceback lines that point into the kit's own files (without the hook's reset of the
+    traceback: _hook.py, apply.py, settings.py …)."""
+    return [line for line in stderr.splitlines() if "tfgpu" in line and 'File "' in line]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("variable", "value"),
@@ -59,16 +80,83 @@ def test_cpu_split_through_import_keras(wheel_venv: Venv) -> None:
         ("TF_CPU_VIRTUAL_DEVICES", "three"),
         ("TF_GPU_MEM_LIMIT", "4GB"),
         ("TF_FORCE_GPU_ALLOW_GROWTH", "True"),
+        ("TF_GPU_METRICS_PORT", "65536"),
     ],
 )
-def test_bad_value_fails_the_import_with_the_message(
+def test_bad_value_exits_78_with_only_the_message(
     wheel_venv: Venv, variable: str, value: str
 ) -> None:
-    r = wheel_venv.run("import tensorflow", clean_env(**{variable: value}))
-    assert r.returncode == 1
+    """Without the entrypoint (a Kubernetes `command:`), the hook keeps `tfgpu run`'s
+    contract: the one-line message, exit 78, no traceback through the kit."""
+    r = wheel_venv.run("import tensorflow\nprint('USER CODE RAN')", clean_env(**{variable: value}))
+    assert r.returncode == 78, r.stderr
+    assert "USER CODE RAN" not in r.stdout
+    assert "Traceback" not in r.stderr, r.stderr
+    ours = [line for line in r.stderr.splitlines() if "tfgpu" in line]
+    assert len(ours) == 1, r.stderr
+    assert ours[0].startswith(f"tfgpu: error: {variable}={value!r} is not valid")
+    assert f"example: {variable}=" in ours[0]
+    assert r.stderr.rstrip().endswith(ours[0])  # the last thing the process said
+
+
+@pytest.mark.slow
+def test_gpu_required_without_a_gpu_exits_69_with_only_the_message(wheel_venv: Venv) -> None:
+    r = wheel_venv.run("import tensorflow", clean_env(TF_GPU_REQUIRED="true"))
+    assert r.returncode == 69, r.stderr
+    assert "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"tfgpu.errors.ConfigError: {variable}={value!r} is not valid")
-    assert f"example: {variable}=" in last
+    assert last.startswith("tfgpu: error: TF_GPU_REQUIRED=true, but no usable GPU: ")
+    assert "CPU-only build" in last
+
+
+@pytest.mark.slow
+def test_interactive_session_survives_a_bad_value_and_shows_the_message(
+    wheel_venv: Venv,
+) -> None:
+    """The REPL: the import fails with the message (a ValueError), the kit's internal frames
+    are not shown, and the session goes on."""
+    r = _interactive(
+        wheel_venv,
+        clean_env(TF_GPU_MEM_LIMIT="lots"),
+        "import tensorflow\nprint('STILL ' + 'HERE')\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "STILL HERE" in r.stdout
+    assert "tfgpu.errors.ConfigError: TF_GPU_MEM_LIMIT='lots' is not valid: accepted: " in r.stderr
+    # one frame of the kit: the hook's own raise; none of settings.py or apply.py
+    [frame] = _kit_internals(r.stderr)
+    assert "tfgpu/_hook.py" in frame, r.stderr
+
+
+@pytest.mark.slow
+def test_notebook_kernel_survives_a_bad_value(wheel_venv: Venv) -> None:
+    """In a notebook kernel (ipykernel imported; the test stands it in) a cell's import
+    raises; the kernel process lives on to run the next cell."""
+    r = wheel_venv.run(
+        "import sys, traceback, types\n"
+        "sys.modules['ipykernel'] = types.ModuleType('ipykernel')\n"
+        "try:\n"
+        "    import tensorflow\n"
+        "except ValueError as e:\n"
+        "    frames = traceback.extract_tb(e.__traceback__)\n"
+        "    kit = [f.filename.rsplit('/', 1)[-1] for f in frames if 'tfgpu' in f.filename]\n"
+        "    print('cell failed:', type(e).__name__, kit)\n"
+        "print('next cell runs')\n",
+        clean_env(TF_GPU_MEM_LIMIT="lots"),
+    )
+    assert r.returncode == 0, r.stderr
+    # the traceback starts in the hook's frame: no frames of settings.py or apply.py
+    assert r.stdout.splitlines() == ["cell failed: ConfigError ['_hook.py']", "next cell runs"]
+
+
+@pytest.mark.slow
+def test_hook_raise_makes_a_script_get_the_exception(wheel_venv: Venv) -> None:
+    r = wheel_venv.run(
+        "try:\n    import tensorflow\nexcept ValueError as e:\n    print('caught', e.variable)\n",
+        clean_env(TF_GPU_MEM_LIMIT="lots", TFGPU_HOOK_RAISE="1"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "caught TF_GPU_MEM_LIMIT"
 
 
 @pytest.mark.slow
@@ -76,7 +164,11 @@ def test_a_second_import_after_a_bad_value_is_configured_or_fails_again(wheel_ve
     """A retried `import tensorflow` (a re-run notebook cell, `except ValueError:`) must not
     come back silently unconfigured: with the value still bad it fails again; once fixed in
     os.environ, the configuration is applied."""
-    r = wheel_venv.run(
+    r = _interactive(
+        wheel_venv,
+        clean_env(TF_CPU_VIRTUAL_DEVICES="three"),
+        "",
+        "-c",
         "import os\n"
         "for attempt in range(3):\n"
         "    try:\n"
@@ -88,7 +180,6 @@ def test_a_second_import_after_a_bad_value_is_configured_or_fails_again(wheel_ve
         "    else:\n"
         "        print('cpus', len(tf.config.list_logical_devices('CPU')))\n"
         "        break\n",
-        clean_env(TF_CPU_VIRTUAL_DEVICES="three"),
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:3] == ["failed ConfigError", "failed ConfigError", "cpus 3"]
@@ -223,7 +314,8 @@ def test_check_child_reports_an_unavailable_gpu_and_still_imports(wheel_venv: Ve
 
     r = wheel_venv.run(
         "import runpy; runpy.run_module('tfgpu._gpu_check_child', run_name='__main__')",
-        clean_env(TF_GPU_REQUIRED="true"),
+        # as gpu_check.run_child starts it: the hook raises there instead of exiting
+        clean_env(TF_GPU_REQUIRED="true", TFGPU_HOOK_RAISE="1"),
     )
     assert r.returncode == 0, r.stderr
     [line] = [x for x in r.stdout.splitlines() if x.startswith(MARK)]

@@ -91,6 +91,13 @@ def test_sigterm_reaches_the_command() -> None:
             "TF_GPU_REQUIRED=true, but no usable GPU",
         ),  # no driver on this host
         ({"TF_GPU_REQUIRED": "true", "CUDA_VISIBLE_DEVICES": "-1"}, 69, "hides every GPU"),
+        (
+            {"TF_GPU_METRICS_PORT": "65536"},
+            78,
+            "TF_GPU_METRICS_PORT='65536' is not valid: accepted: a TCP port from 1 to 65535 "
+            "(ASCII digits), or 0 for no metrics; example: TF_GPU_METRICS_PORT=9401",
+        ),
+        ({"TF_GPU_METRICS_PORT": "http"}, 78, "TF_GPU_METRICS_PORT='http' is not valid"),
     ],
 )
 def test_bad_input_runs_nothing(
@@ -102,6 +109,54 @@ def test_bad_input_runs_nothing(
     assert message in r.stderr and "nothing was started" in r.stderr
     assert "Traceback" not in r.stderr
     assert not marker.exists()
+
+
+def test_metrics_port_zero_is_off_and_runs() -> None:
+    r = run("run", "--", "sh", "-c", "echo ran", TF_GPU_METRICS_PORT="0")
+    assert r.returncode == 0 and r.stdout.strip() == "ran", r.stderr
+    assert "METRICS" not in r.stderr
+
+
+# --- HOME: Jupyter, IPython, Keras write under it --------------------------------------------
+
+
+def test_a_writable_home_is_left_alone(tmp_path: Path) -> None:
+    r = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME=str(tmp_path))
+    assert r.returncode == 0 and r.stdout.strip() == str(tmp_path)
+    assert "HOME" not in r.stderr
+
+
+def test_a_home_that_is_not_writable_moves_under_tmpdir(tmp_path: Path) -> None:
+    """A read-only root file system (docker run --read-only), or HOME=/ for an arbitrary uid:
+    the command gets a private HOME under TMPDIR, and says so once."""
+    if os.geteuid() == 0:
+        # root may write into any folder of a writable file system; procfs refuses it
+        home = "/proc/self"
+    else:
+        home = str(tmp_path / "ro")
+        os.mkdir(home, 0o500)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = 'echo "$HOME"; touch "$HOME/written" && echo wrote'
+    r = run("run", "--", "sh", "-c", script, HOME=home, TMPDIR=str(tmp))
+    expected = tmp / f"tfgpu-home-{os.getuid()}"
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(expected), "wrote"]
+    assert f"HOME={home!r} is not writable; the command gets HOME={expected}" in r.stderr
+    assert expected.stat().st_mode & 0o777 == 0o700
+    # a second start (a restarted container with the same /tmp) reuses it
+    again = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME=home, TMPDIR=str(tmp))
+    assert again.stdout.strip() == str(expected)
+
+
+def test_a_planted_home_under_tmp_is_not_used(tmp_path: Path) -> None:
+    """Someone else's folder (or a link) at the name in a shared /tmp is refused: the command
+    runs with its HOME unchanged rather than in a folder another user controls."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / f"tfgpu-home-{os.getuid()}").symlink_to(tmp_path)
+    r = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME="/proc/self", TMPDIR=str(tmp))
+    assert r.returncode == 0 and r.stdout.strip() == "/proc/self"
 
 
 def test_off_does_nothing_at_all() -> None:

@@ -279,15 +279,66 @@ def test_non_ascii_digits_are_a_config_error(value: str) -> None:
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "9٤01", "⁹⁴⁰¹"])
-def test_non_ascii_metrics_port_warns_instead_of_crashing(
+def test_non_ascii_metrics_port_is_a_config_error_and_metrics_still_warns(
     value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Refused at the door like every value; a caller of tfgpu.metrics that did not
+    validate gets its warning instead of a crash."""
     from tfgpu import metrics
 
+    with pytest.raises(ConfigError) as info:
+        parse_environment({"TF_GPU_METRICS_PORT": value})
+    assert info.value.variable == "TF_GPU_METRICS_PORT" and info.value.value == value
     assert metrics.parse_port(value) is None
     monkeypatch.setattr(metrics, "_state", {"attempted": False, "server": None, "port": None})
     assert metrics.start_from_environment(None, {"TF_GPU_METRICS_PORT": value}) is False
     assert f"TF_GPU_METRICS_PORT={value!r} is not valid" in capsys.readouterr().err
+
+
+# --- TF_GPU_METRICS_PORT ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "port"), [("9401", 9401), (" 1 ", 1), ("65535", 65535), ("0", None), ("00", None)]
+)
+def test_metrics_port_accepts_a_port_and_zero_means_off(value: str, port: int | None) -> None:
+    settings = parse_environment({"TF_GPU_METRICS_PORT": value})
+    assert settings.metrics_port == port
+    assert settings.sources["TF_GPU_METRICS_PORT"].value == value
+
+
+@pytest.mark.parametrize("value", ["65536", "http", "9401.0", "-1", "94 01", "0x10"])
+def test_metrics_port_refuses_what_is_not_a_port(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_environment({"TF_GPU_METRICS_PORT": value})
+    message = str(info.value)
+    assert message.startswith(f"TF_GPU_METRICS_PORT={value!r} is not valid")
+    assert "from 1 to 65535" in message and "0 for no metrics" in message
+    assert message.endswith("example: TF_GPU_METRICS_PORT=9401")
+
+
+def test_metrics_port_zero_starts_no_server_and_says_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfgpu import metrics
+
+    monkeypatch.setattr(metrics, "_state", {"attempted": False, "server": None, "port": None})
+    assert metrics.start_from_environment(None, {"TF_GPU_METRICS_PORT": "0"}) is False
+    assert capsys.readouterr().err == ""
+    assert metrics._state["attempted"] is False
+
+
+def test_config_info_has_no_pid_label() -> None:
+    """A pid label would start a new series at every restart of the process."""
+    from tfgpu import metrics
+
+    labels = metrics._config_labels(parse_environment({"TF_GPU_MEM_LIMIT": "4GiB"}), {})
+    assert labels == {
+        "memory_limit": "4GiB",
+        "virtual_devices": "",
+        "memory_growth": "",
+        "allocator": "",
+    }
 
 
 @given(st.text(max_size=6))

@@ -4,7 +4,17 @@ It puts a tiny finder at the front of `sys.meta_path`. The finder ignores every 
 but `tensorflow`; for that one it wraps the real loader so that, right after
 `tensorflow/__init__.py` has finished (also when `import keras` pulls TensorFlow in), the
 configuration from the environment is applied through `tf.config`, before user code can
-create a tensor. A bad value raises there, so `import tensorflow` itself fails.
+create a tensor. A bad value stops there, as `tfgpu run` stops at the door (for a Kubernetes
+`command:` that bypasses the entrypoint, the hook is the only check):
+
+- a script, `python -c`, a server: the kit's one-line message on stderr and exit 78 (bad
+  configuration) or 69 (TF_GPU_REQUIRED=true, no usable GPU), the entrypoint's codes, without
+  a traceback through the kit (SystemExit: `finally` blocks and atexit still run);
+- an interactive interpreter, IPython or a notebook kernel (ipykernel), or an import outside
+  the main thread, or TFGPU_HOOK_RAISE=1: the error is raised (ConfigError, a ValueError;
+  GpuUnavailableError) without the kit's internal frames, so the session survives, shows
+  the message and can retry after fixing os.environ. `tfgpu check`'s child sets
+  TFGPU_HOOK_RAISE=1: it reports the error instead of dying of it.
 
 Why not `wrapt.register_post_import_hook`: importing wrapt costs ~60 ms (it imports
 asyncio), paid by every Python process in the image, most of which never import
@@ -72,10 +82,30 @@ class _Loader:
                     f"tfgpu: internal error while configuring TensorFlow "
                     f"({type(e).__name__}: {e}); TF_GPU_CONFIG=off bypasses the kit\n"
                 )
-            raise
+                raise
+            if _raises_errors():
+                # The message is the point; the frames of settings.py and apply.py are not.
+                raise e.with_traceback(None) from None
+            sys.stderr.write(f"tfgpu: error: {e}\n")
+            sys.stderr.flush()
+            raise SystemExit(e.exit_code) from None
 
     def __getattr__(self, name: str) -> object:  # is_package, get_resource_reader, …
         return getattr(self._loader, name)
+
+
+def _raises_errors() -> bool:
+    """Raise (the session goes on) rather than exit: see the module doc."""
+    if os.environ.get("TFGPU_HOOK_RAISE", "").strip() in ("1", "true", "yes", "on"):
+        return True
+    if hasattr(sys, "ps1") or sys.flags.interactive or sys.flags.inspect:
+        return True  # the REPL, `python -i`
+    if "ipykernel" in sys.modules or "IPython" in sys.modules:
+        return True  # a notebook kernel or an IPython shell
+    import threading  # already imported: TensorFlow's __init__ has just run
+
+    # SystemExit in another thread would end only that thread, silently.
+    return threading.current_thread() is not threading.main_thread()
 
 
 class _Finder:

@@ -113,7 +113,10 @@ def configure_tensorflow(
     if not environ.get("TFGPU_RUN_PREFLIGHT"):
         for warning in plan.warnings:
             stderr.write(f"tfgpu: warning: {warning}\n")
-    if environ.get("TF_GPU_METRICS_PORT"):
+    from tfgpu.shm import warn_once
+
+    warn_once(environ, env_out, stderr)  # once per process tree: env_out's mark is inherited
+    if settings.metrics_port is not None:
         _start_metrics(settings)
     return plan
 

@@ -35,10 +35,6 @@ class Plan:
         self.mixed_precision: Optional[str] = None
         self.warnings: List[str] = []
 
-    @property
-    def has_logical_gpus(self) -> bool:
-        return any(limits is not None for limits in self.gpu_limits)
-
     def as_json(self) -> Dict[str, object]:
         return {
             "gpu_limits_mib": self.gpu_limits,
@@ -106,8 +102,14 @@ def make_plan(
     if not settings.asks_for_gpu_config:
         return plan
     if count == 0:
+        # Nothing to cap, so a length that fits no GPU is no contradiction yet: warn, run on
+        # the CPU. With one GPU or more the length must fit (_per_gpu), README says the same.
         which = "TF_GPU_MEM_LIMIT" if settings.mem_limit is not None else "TF_GPU_VIRTUAL_DEVICES"
-        plan.warnings.append(f"{which} is set but no GPU is visible; it is not applied")
+        value = settings.sources[which].value if which in settings.sources else ""
+        plan.warnings.append(
+            f"{which}={value!r} is set but no GPU is visible; it is not applied "
+            "(TensorFlow runs on the CPU)"
+        )
         return plan
 
     def label(i: int) -> str:

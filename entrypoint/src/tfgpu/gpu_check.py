@@ -23,7 +23,9 @@ TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, TextIO
 
+    from tfgpu.check_report import ChildReport, TensorFlowInfo
     from tfgpu.device_plan import Plan
+    from tfgpu.nvml import NvmlReport
     from tfgpu.settings import Settings
 
 CHILD_TIMEOUT = 600
@@ -42,11 +44,13 @@ def hook_pth() -> Optional[str]:
     return None
 
 
-def run_child(environ: Mapping[str, str]) -> Dict[str, Any]:
+def run_child(environ: Mapping[str, str]) -> ChildReport:
     from tfgpu._gpu_check_child import MARK
 
     env = dict(environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # The hook raises its errors in the child (which reports them) instead of exiting.
+    env["TFGPU_HOOK_RAISE"] = "1"
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "tfgpu._gpu_check_child"],
@@ -59,7 +63,8 @@ def run_child(environ: Mapping[str, str]) -> Dict[str, Any]:
         return {"crash": f"the TensorFlow child did not finish within {CHILD_TIMEOUT} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(MARK):
-            return dict(json.loads(line[len(MARK) :]))
+            found: ChildReport = json.loads(line[len(MARK) :])  # the child's json.dumps
+            return found
     tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
     return {"crash": f"the TensorFlow child exited with {proc.returncode}: {tail}"}
 
@@ -99,51 +104,75 @@ def check_libraries(
     return entries, problems
 
 
-def collect(
-    environ: Mapping[str, str], *, child: Optional[Dict[str, Any]] = None
-) -> tuple[Dict[str, Any], int]:
-    """Everything `check` reports, as the JSON of docs/CONTRACTS.md, and the exit code."""
-    problems: List[Problem] = []
-    settings: Optional[Settings] = None
-    config_error: Optional[ConfigError] = None
+def _settings_step(
+    environ: Mapping[str, str], problems: List[Problem]
+) -> tuple[Optional[Settings], Optional[ConfigError]]:
+    """The environment, parsed; a bad value is the first problem."""
     try:
-        settings = parse_environment(environ)
+        return parse_environment(environ), None
     except ConfigError as e:
-        config_error = e
         problems.append(
             Problem(ERROR, str(e), f"fix {e.variable}; `tfgpu show` lists every variable")
         )
+        return None, e
 
-    report = tegra.device_report(environ)  # on a Jetson, Tegra's facts: no NVML there
-    gpu_unavailable = False
-    plan: Optional[Plan] = None  # resolved against the GPUs NVML reports, as `tfgpu run` does
-    if settings is not None and settings.enabled:
-        from tfgpu.preflight import run_preflight
 
-        try:
-            preflight = run_preflight(settings, environ, nvml_report=report)
-            problems += preflight.problems
-            plan = preflight.plan
-        except ConfigError as e:
-            config_error = e
-            problems.append(Problem(ERROR, str(e), f"fix {e.variable}"))
-        except GpuUnavailableError as e:
-            gpu_unavailable = True
-            plan = make_plan(settings, [])  # what the child still applies: no GPU
-            problems += getattr(e, "problems", [])
-            problems.append(Problem(ERROR, e.reason, NO_GPU_FIX))
-    elif not report.found:
-        problems.append(Problem(WARNING, f"no GPU: {report.error}"))
+def _preflight_step(
+    settings: Optional[Settings],
+    environ: Mapping[str, str],
+    report: NvmlReport,
+    problems: List[Problem],
+) -> tuple[Optional[Plan], Optional[ConfigError], bool]:
+    """`tfgpu run`'s preflight against the GPUs NVML reports: the plan, a configuration the
+    hardware refutes, and whether TF_GPU_REQUIRED=true finds no usable GPU."""
+    if settings is None or not settings.enabled:
+        if not report.found:
+            problems.append(Problem(WARNING, f"no GPU: {report.error}"))
+        return None, None, False
+    from tfgpu.preflight import run_preflight
 
-    # With a bad configuration the hook would fail the import; still report TensorFlow itself.
+    try:
+        # /dev/shm too: `check` is where a user looks for what is wrong
+        preflight = run_preflight(settings, environ, nvml_report=report, shm_path="/dev/shm")
+    except ConfigError as e:
+        problems.append(Problem(ERROR, str(e), f"fix {e.variable}"))
+        return None, e, False
+    except GpuUnavailableError as e:
+        problems += getattr(e, "problems", [])
+        problems.append(Problem(ERROR, e.reason, NO_GPU_FIX))
+        return make_plan(settings, []), None, True  # what the child still applies: no GPU
+    problems += preflight.problems
+    return preflight.plan, None, False
+
+
+def _child_step(
+    environ: Mapping[str, str],
+    config_error: Optional[ConfigError],
+    gpu_unavailable: bool,
+    child: Optional[ChildReport],
+) -> ChildReport:
+    """TensorFlow in a child Python, with what is already reported taken out of its way."""
+    if child is not None:
+        return child
     child_env = dict(environ)
     if config_error is not None:
+        # With a bad configuration the hook would fail the import; still report TensorFlow.
         child_env["TF_GPU_CONFIG"] = "off"
     if gpu_unavailable:
         # The hook would refuse `import tensorflow` for the reason already reported; report
         # that once, and TensorFlow itself (it is not broken).
         child_env["TF_GPU_REQUIRED"] = "false"
-    result = child if child is not None else run_child(child_env)
+    return run_child(child_env)
+
+
+def _tensorflow_step(
+    result: ChildReport,
+    environ: Mapping[str, str],
+    config_error: Optional[ConfigError],
+    gpu_unavailable: bool,
+    problems: List[Problem],
+) -> tuple[TensorFlowInfo, Dict[str, Any]]:
+    """What the child found: TensorFlow itself and the settings as applied."""
     if result.get("gpu_unavailable") and not gpu_unavailable:
         problems.append(Problem(ERROR, str(result["gpu_unavailable"]), NO_GPU_FIX))
     tf_json = result.get("tensorflow") or {
@@ -183,7 +212,21 @@ def collect(
                 f"but {tf_json['version']} is installed",
             )
         )
+    return tf_json, applied
 
+
+def collect(
+    environ: Mapping[str, str], *, child: Optional[ChildReport] = None
+) -> tuple[Dict[str, Any], int]:
+    """Everything `check` reports, as the JSON of docs/CONTRACTS.md, and the exit code."""
+    problems: List[Problem] = []
+    settings, config_error = _settings_step(environ, problems)
+    report = tegra.device_report(environ)  # on a Jetson, Tegra's facts: no NVML there
+    # the plan is resolved against the GPUs NVML reports, as `tfgpu run` does
+    plan, refuted, gpu_unavailable = _preflight_step(settings, environ, report, problems)
+    config_error = config_error or refuted
+    result = _child_step(environ, config_error, gpu_unavailable, child)
+    tf_json, applied = _tensorflow_step(result, environ, config_error, gpu_unavailable, problems)
     build_info = result.get("build_info") or tf_json
     lib_json, lib_problems = check_libraries(build_info, tf_json.get("version"), environ)
     problems += lib_problems

@@ -3,7 +3,9 @@
 The hook calls `start_from_environment(settings)` right after it configured TensorFlow.
 That starts prometheus-client's HTTP server on a daemon thread; each scrape reads:
 
-- `tfgpu_config_info`: what the environment asked for (cap, split, growth, allocator, pid);
+- `tfgpu_config_info`: what the environment asked for (cap, split, growth, allocator); no pid
+  label: a restarted process would start a new series each time (Prometheus' `instance` and
+  the pod's labels already tell processes apart);
 - `tfgpu_tensorflow_initialized`: 1 once TensorFlow's runtime is up in this process;
 - per logical device, only once the runtime is up: `tfgpu_device_memory_in_use_bytes`,
   `tfgpu_device_memory_peak_bytes` (tf.config.experimental.get_memory_info) and, for logical
@@ -28,7 +30,9 @@ the listening socket, so the port never outlives the server. Give processes diff
 (TF_GPU_METRICS_PORT per worker) to see each one.
 
 Standard library only at import time; prometheus-client is imported only when the variable
-is set, and a missing package, a bad or taken port give one warning and the program runs.
+is set. `tfgpu run` and the hook refuse a bad port as they refuse any bad value (exit 78,
+tfgpu.settings.parse_metrics_port); `0` means no metrics. A missing package or a taken port
+gives one warning and the program runs.
 """
 
 from __future__ import annotations
@@ -39,14 +43,15 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from tfgpu.settings import EXAMPLE_METRICS_PORT
+
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
     from tfgpu.settings import Settings
 
 VARIABLE = "TF_GPU_METRICS_PORT"
-# DCGM exporter listens on 9400; the kit's default example port sits next to it.
-EXAMPLE_PORT = 9401
+EXAMPLE_PORT = EXAMPLE_METRICS_PORT
 _MIB = 1 << 20
 
 _lock = threading.Lock()
@@ -58,7 +63,8 @@ def _warn(message: str) -> None:
 
 
 def parse_port(value: str) -> Optional[int]:
-    """A TCP port 1-65535, or None (port 0 would pick a random port nobody can scrape)."""
+    """A TCP port 1-65535, or None (port 0 would pick a random port nobody can scrape). For a
+    caller that has not validated the settings; the hook has (parse_metrics_port)."""
     text = value.strip()
     # ASCII digits only: `"²".isdigit()` is True but `int("²")` raises (an internal error in
     # the user's `import tensorflow` instead of a warning).
@@ -74,8 +80,8 @@ def start_from_environment(
     whether this process serves."""
     environ = os.environ if environ is None else environ
     raw = environ.get(VARIABLE, "")
-    if not raw.strip():
-        return False
+    if not raw.strip() or (raw.strip().isascii() and raw.strip().isdigit() and int(raw) == 0):
+        return False  # unset, empty, or 0: no metrics
     with _lock:
         if _state["attempted"]:  # a second call (or a failed bind) does not retry or re-warn
             return _state["server"] is not None
@@ -147,7 +153,6 @@ def _config_labels(settings: Optional[Settings], environ: Mapping[str, str]) -> 
         "virtual_devices": source("TF_GPU_VIRTUAL_DEVICES"),
         "memory_growth": source("TF_GPU_MEMORY_GROWTH"),
         "allocator": source("TF_GPU_ALLOCATOR"),
-        "pid": str(os.getpid()),
     }
 
 

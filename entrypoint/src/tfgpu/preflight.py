@@ -1,5 +1,6 @@
 """Checks before the user's command starts, without TensorFlow: settings against the
-GPUs NVML reports, the driver against the image's CUDA, TF_GPU_REQUIRED, /dev/shm.
+GPUs NVML reports, the driver against the image's CUDA, TF_GPU_REQUIRED (and /dev/shm, only
+for a caller that asks: see tfgpu.shm).
 
 Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableError
 (exit 69) when a GPU is required and none is usable; everything else is a Problem.
@@ -7,13 +8,12 @@ Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableEr
 
 from __future__ import annotations
 
-import os
-
 from tfgpu import nvml, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.driver import check_driver
 from tfgpu.errors import GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
+from tfgpu.shm import shm_problem
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tfgpu.nvml import Gpu, NvmlReport
     from tfgpu.settings import Settings
 
-DOCKER_DEFAULT_SHM = 64 * 1024 * 1024
+__all__ = ["Preflight", "run_preflight", "shm_problem", "why_no_gpu"]
 
 
 class Preflight:
@@ -32,27 +32,6 @@ class Preflight:
         self.gpus = gpus  # visible GPUs in CUDA's order (None = exists, size unknown)
         self.plan = plan
         self.problems: List[Problem] = []
-
-    @property
-    def has_error(self) -> bool:
-        return any(p.severity == ERROR for p in self.problems)
-
-
-def shm_problem(path: str = "/dev/shm") -> Optional[Problem]:
-    """Docker gives containers a 64 MB /dev/shm, too small for tf.data workers or NCCL."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    if st.f_blocks * st.f_frsize != DOCKER_DEFAULT_SHM:
-        return None
-    return Problem(
-        WARNING,
-        "The SHMEM allocation limit is set to the default of 64MB. This may be insufficient for "
-        "TensorFlow "
-        "(tf.data with multiprocessing, NCCL between GPUs).",
-        "docker run --shm-size=1g … (or --ipc=host)",
-    )
 
 
 def why_no_gpu(report: NvmlReport, settings: Settings, gpus: List[Optional[Gpu]]) -> Optional[str]:
@@ -74,8 +53,10 @@ def run_preflight(
     *,
     nvml_report: Optional[NvmlReport] = None,
     build_info: Optional[Callable[[], Optional[Dict[str, object]]]] = None,
-    shm_path: str = "/dev/shm",
+    shm_path: Optional[str] = None,
 ) -> Preflight:
+    """`shm_path`: also check that /dev/shm is larger than Docker's default (None: not here;
+    the hook and `tfgpu check` do, see tfgpu.shm)."""
     # on a Jetson, the unified memory's size (no NVML there): tegra.py
     report = nvml_report if nvml_report is not None else tegra.device_report(environ)
     gpus, notes = nvml.visible_gpus(
@@ -112,7 +93,7 @@ def run_preflight(
     if no_gpu is not None:
         problems.append(Problem(WARNING, f"no GPU: {no_gpu}; TensorFlow will run on the CPU"))
     problems += [Problem(WARNING, w) for w in plan.warnings]
-    shm = shm_problem(shm_path)
+    shm = shm_problem(shm_path) if shm_path is not None else None
     if shm is not None:
         problems.append(shm)
     result.problems = problems

@@ -33,6 +33,7 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
     if is_disabled(env):
         return env
     settings = parse_environment(env)
+    _home(env, settings.quiet)
     from tfgpu import tfbuild
     from tfgpu.preflight import run_preflight
     from tfgpu.summary import describe_gpus, describe_plan
@@ -58,6 +59,18 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
         env[DERIVED_MARK] = ",".join(added)
     env[PREFLIGHT_MARK] = "1"
     return env
+
+
+def _home(env: Dict[str, str], quiet: bool) -> None:
+    """HOME not writable (read-only root, an arbitrary uid): one under TMPDIR (tfgpu.home)."""
+    from tfgpu.home import writable_home
+
+    home = writable_home(env)
+    if home is None:
+        return
+    if not quiet:
+        _say(f"HOME={env.get('HOME', '')!r} is not writable; the command gets HOME={home}")
+    env["HOME"] = home
 
 
 def _candidates(name: str, env: Mapping[str, str]) -> List[str]:

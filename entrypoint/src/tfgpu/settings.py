@@ -37,7 +37,7 @@ KIT_VARIABLES = (
     "TF_GPU_REQUIRED",
     "TF_MIXED_PRECISION",
     "TF_GPU_QUIET",
-    "TF_GPU_METRICS_PORT",  # read by tfgpu.metrics (a bad value is its warning, not an error)
+    "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
 )
 NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
@@ -133,6 +133,7 @@ class Settings:
         self.mixed_precision: Optional[str] = None
         self.quiet = False
         self.allocator: Optional[str] = None
+        self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
         # CUDA_VISIBLE_DEVICES: None = unset (all GPUs), [] = none, else the entries CUDA uses.
         self.visible_devices: Optional[List[str]] = None
         self.sources: Dict[str, Setting] = {}
@@ -228,6 +229,22 @@ def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> i
     return int(v)
 
 
+METRICS_PORT_ACCEPTED = "a TCP port from 1 to 65535 (ASCII digits), or 0 for no metrics"
+EXAMPLE_METRICS_PORT = 9401  # DCGM exporter listens on 9400; the kit's example sits next to it
+
+
+def parse_metrics_port(value: str, variable: str = "TF_GPU_METRICS_PORT") -> Optional[int]:
+    """The port the hook serves metrics on; None for `0` ("off", as `build.py k8s
+    --metrics-port 0` writes it). Port 0 to a server would mean a random port nobody can
+    scrape, so it cannot mean anything else."""
+    text = value.strip()
+    if is_ascii_number(text) and int(text) == 0:
+        return None
+    if not is_ascii_number(text) or not 1 <= int(text) <= 65535:
+        raise ConfigError(variable, value, METRICS_PORT_ACCEPTED, str(EXAMPLE_METRICS_PORT))
+    return int(text)
+
+
 def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") -> List[str]:
     """The entries CUDA will use. CUDA stops at the first invalid entry (the `-1` idiom hides
     everything after it); other garbage (`all`, `gpu0`) would silently hide GPUs, so it is an
@@ -270,15 +287,23 @@ def parse_image_defaults(value: str) -> Dict[str, str]:
 # --- the whole environment -----------------------------------------------------------------
 
 
-def parse_environment(environ: Mapping[str, str]) -> Settings:
-    """Validate every variable of the contract; raise ConfigError on the first bad one."""
-    s = Settings()
+_CONFIG_VALUES = ("on", "off", "true", "false", "1", "0", "yes", "no")
+_IMAGE_KEYS = (
+    "TFGPU_IMAGE_TF",
+    "TFGPU_IMAGE_CUDA",
+    "TFGPU_IMAGE_DRIVER_MIN",
+    "TFGPU_IMAGE_DRIVER_MIN_COMPAT",
+)
+
+
+def _reader(environ: Mapping[str, str], s: Settings) -> Callable[[str], Optional[str]]:
+    """`get(name)`: the value, with its source recorded in `s`; empty counts as unset
+    (compose's `VAR=`)."""
     defaults = parse_image_defaults(environ.get("TFGPU_IMAGE_DEFAULTS", ""))
     # Names `tfgpu run` added to its command's environment (TFGPU_DERIVED, set by run.py).
     derived = set(environ.get("TFGPU_DERIVED", "").split(",")) - {""}
 
     def get(name: str) -> Optional[str]:
-        """The value, recording its source; empty counts as unset (compose's `VAR=`)."""
         value = environ.get(name)
         if value is None or value.strip() == "":
             return None
@@ -289,17 +314,15 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
             s.sources[name] = Setting(value, source)
         return value
 
+    return get
+
+
+def parse_environment(environ: Mapping[str, str]) -> Settings:
+    """Validate every variable of the contract; raise ConfigError on the first bad one."""
+    s = Settings()
+    get = _reader(environ, s)
     config = get("TF_GPU_CONFIG")
-    if config is not None and config.strip().lower() not in (
-        "on",
-        "off",
-        "true",
-        "false",
-        "1",
-        "0",
-        "yes",
-        "no",
-    ):
+    if config is not None and config.strip().lower() not in _CONFIG_VALUES:
         raise ConfigError(
             "TF_GPU_CONFIG", config, "off (the kit does nothing) or on (the default)", "off"
         )
@@ -307,22 +330,29 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
         s.enabled = False
         return s
     s.sources.setdefault("TF_GPU_CONFIG", Setting("on", KIT_DEFAULT))
+    s.image = {key: environ[key].strip() for key in _IMAGE_KEYS if environ.get(key)}
+    _parse_visible(s, environ, get)
+    _parse_memory(s, environ, get)
+    _parse_growth(s, environ, get)
+    _parse_allocator(s, get)
+    _parse_rest(s, get)
+    return s
 
-    for key in (
-        "TFGPU_IMAGE_TF",
-        "TFGPU_IMAGE_CUDA",
-        "TFGPU_IMAGE_DRIVER_MIN",
-        "TFGPU_IMAGE_DRIVER_MIN_COMPAT",
-    ):
-        if environ.get(key):
-            s.image[key] = environ[key].strip()
 
+def _parse_visible(
+    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+) -> None:
     v = get("CUDA_VISIBLE_DEVICES")
     if "CUDA_VISIBLE_DEVICES" in environ:  # empty is meaningful here: no GPU at all
         s.visible_devices = parse_visible_devices(environ["CUDA_VISIBLE_DEVICES"])
         if v is None:
             s.sources["CUDA_VISIBLE_DEVICES"] = Setting("", ENVIRONMENT, "no GPU visible")
 
+
+def _parse_memory(
+    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+) -> None:
+    """TF_GPU_MEM_LIMIT or TF_GPU_VIRTUAL_DEVICES (not both)."""
     v = get("TF_GPU_MEM_LIMIT")
     if v is not None:
         s.mem_limit = parse_mem_limit(v)
@@ -339,34 +369,39 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
             why="TF_GPU_MEM_LIMIT is set too",
         )
 
-    _parse_growth(s, environ, get)
 
+def _parse_allocator(s: Settings, get: Callable[[str], Optional[str]]) -> None:
+    """TF_GPU_ALLOCATOR, after the memory settings and growth: its warnings depend on them."""
     v = get("TF_GPU_ALLOCATOR")
-    if v is not None:
-        if v not in ALLOCATORS:
-            raise ConfigError(
-                "TF_GPU_ALLOCATOR",
-                v,
-                ", ".join(ALLOCATORS) + " (or unset for TensorFlow's default BFC allocator)",
-                "cuda_malloc_async",
-                why="TensorFlow would silently ignore it",
-            )
-        s.allocator = v
-        if v == "cuda_malloc_async" and s.asks_for_gpu_config:
-            s.warnings.append(
-                "TF_GPU_ALLOCATOR=cuda_malloc_async: the memory limit sizes the allocator's "
-                "pool but is "
-                "not a hard cap (the pool can grow up to the whole GPU); unset TF_GPU_ALLOCATOR "
-                "for a hard cap"
-            )
-        if (
-            v == "cuda_malloc_async"
-            and s.sources.get("TF_GPU_MEMORY_GROWTH", Setting("", "")).source == ENVIRONMENT
-        ):
-            s.warnings.append(
-                "TF_GPU_MEMORY_GROWTH has no effect with TF_GPU_ALLOCATOR=cuda_malloc_async"
-            )
+    if v is None:
+        return
+    if v not in ALLOCATORS:
+        raise ConfigError(
+            "TF_GPU_ALLOCATOR",
+            v,
+            ", ".join(ALLOCATORS) + " (or unset for TensorFlow's default BFC allocator)",
+            "cuda_malloc_async",
+            why="TensorFlow would silently ignore it",
+        )
+    s.allocator = v
+    if v == "cuda_malloc_async" and s.asks_for_gpu_config:
+        s.warnings.append(
+            "TF_GPU_ALLOCATOR=cuda_malloc_async: the memory limit sizes the allocator's "
+            "pool but is "
+            "not a hard cap (the pool can grow up to the whole GPU); unset TF_GPU_ALLOCATOR "
+            "for a hard cap"
+        )
+    if (
+        v == "cuda_malloc_async"
+        and s.sources.get("TF_GPU_MEMORY_GROWTH", Setting("", "")).source == ENVIRONMENT
+    ):
+        s.warnings.append(
+            "TF_GPU_MEMORY_GROWTH has no effect with TF_GPU_ALLOCATOR=cuda_malloc_async"
+        )
 
+
+def _parse_rest(s: Settings, get: Callable[[str], Optional[str]]) -> None:
+    """The independent single values, then the kit defaults `tfgpu show` lists."""
     v = get("TF_CPU_VIRTUAL_DEVICES")
     if v is not None:
         s.cpu_devices = parse_cpu_devices(v)
@@ -379,10 +414,11 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
         s.mixed_precision = v.strip()
     v = get("TF_GPU_QUIET")
     s.quiet = parse_bool("TF_GPU_QUIET", v) if v is not None else False
-    get("TF_GPU_METRICS_PORT")  # only its source here; tfgpu.metrics validates it
+    v = get("TF_GPU_METRICS_PORT")
+    if v is not None:
+        s.metrics_port = parse_metrics_port(v)
     for name, default in (("TF_GPU_REQUIRED", "false"), ("TF_GPU_QUIET", "false")):
         s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
-    return s
 
 
 def _parse_growth(

@@ -11,9 +11,7 @@ from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, TextIO
-
-    from tfgpu.settings import Settings
+    from typing import Dict, Mapping, Optional, TextIO
 
 
 def show(
@@ -41,8 +39,6 @@ def show(
         table = {
             "TF_GPU_CONFIG": {"value": environ.get("TF_GPU_CONFIG", ""), "source": "environment"}
         }
-    else:
-        warnings += _metrics_port_warnings(settings)
     if as_json:
         import json
 
@@ -83,18 +79,3 @@ def show(
     for w in warnings:
         out.write(f"warning: {w}\n")
     return EXIT_OK
-
-
-def _metrics_port_warnings(settings: Settings) -> List[str]:
-    """TF_GPU_METRICS_PORT, checked as tfgpu.metrics checks it when the hook starts the server:
-    a bad value is a warning there (no metrics, the program runs), so it is one here too."""
-    from tfgpu import metrics
-
-    entry = settings.sources.get(metrics.VARIABLE)
-    if entry is None or metrics.parse_port(entry.value) is not None:
-        return []
-    return [
-        f"{metrics.VARIABLE}={entry.value!r} is not valid: accepted: a TCP port from 1 to 65535; "
-        f"example: {metrics.VARIABLE}={metrics.EXAMPLE_PORT}. No metrics will be served; the "
-        "program runs."
-    ]

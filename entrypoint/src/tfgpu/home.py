@@ -1,0 +1,49 @@
+"""A writable HOME for `tfgpu run`'s command.
+
+Jupyter, IPython, Keras, pip and matplotlib write under HOME (~/.local/share/jupyter/runtime,
+~/.ipython, ~/.keras, ~/.cache, ~/.config). HOME is not writable in a container started with
+`--read-only` (a read-only root file system, `readOnlyRootFilesystem` in Kubernetes) nor for
+an arbitrary uid (`--user 12345:0`, OpenShift), whose HOME is `/`. Jupyter then stops at start
+with `OSError: [Errno 30] Read-only file system: '/root/.local'`. So when HOME is not writable,
+the command gets HOME=$TMPDIR/tfgpu-home-UID (TMPDIR defaults to /tmp: `--tmpfs /tmp`, an
+emptyDir), created for this uid only; a variable the user set (JUPYTER_RUNTIME_DIR,
+IPYTHONDIR, XDG_*…) still wins, since each tool reads its own first.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
+if TYPE_CHECKING:
+    from typing import Mapping, Optional
+
+
+def _ours(path: str, uid: int) -> bool:
+    """A real folder (not a link someone planted in a shared /tmp) of this uid, private."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077
+
+
+def writable_home(environ: Mapping[str, str]) -> Optional[str]:
+    """None when HOME is writable (nothing to do); else a private folder under TMPDIR to use
+    as HOME, or None when there is none either (the command runs as it would have)."""
+    home = environ.get("HOME") or "/"
+    if os.access(home, os.W_OK | os.X_OK):
+        return None
+    tmp = environ.get("TMPDIR") or "/tmp"
+    uid = os.getuid()
+    path = os.path.join(tmp, f"tfgpu-home-{uid}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    if not _ours(path, uid) or not os.access(path, os.W_OK | os.X_OK):
+        return None
+    return path
