@@ -1,4 +1,4 @@
-"""Stand-ins for `tf.config` and `pynvml`. They are NOT TensorFlow or NVML.
+"""A stand-in for `tf.config` (NOT TensorFlow); `pynvml`'s is tests/pynvml_standin.py.
 
 The tf stand-in records calls and enforces TensorFlow 2.21's `tf.config` rules with its exact
 messages. Its sources are primary:
