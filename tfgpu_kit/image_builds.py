@@ -57,7 +57,7 @@ def _git(*command: str) -> str | None:
 
 def source_url(remote: str | None) -> str | None:
     """The origin remote as a URL for org.opencontainers.image.source, or None: a clone's origin
-    can be a local path (/home/dev/tfgpu, ../kit), which means nothing to the image's users. scp-like
+    can be a local path (/home/dev/kit), which means nothing to the image's users. scp-like
     `git@host:org/repo.git` becomes https://host/org/repo."""
     if not remote:
         return None

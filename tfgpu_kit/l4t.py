@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from tfgpu_kit import nvidia_require
+from tfgpu_kit import nvidia_require, templating
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import IMAGES_DIR, ROOT, VersionText, load_yaml, validate
 from tfgpu_kit.versions import Version
@@ -194,18 +194,6 @@ def select(found: list[L4TImage], selectors: list[str]) -> tuple[list[L4TImage],
 # --- Dockerfiles ---------------------------------------------------------------------------------
 
 
-def _environment() -> jinja2.Environment:
-    # the settings of tfgpu_kit/render.py's environment: the shared partials render the same way
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-
-
 def dockerfile_path(image: L4TImage, out: Path = DOCKERFILES_DIR) -> Path:
     return out / image.name / "Dockerfile"
 
@@ -216,7 +204,7 @@ def render_image(image: L4TImage, user: Any) -> str:
 
     try:
         return (
-            _environment()
+            templating.environment(TEMPLATES_DIR)
             .get_template("Dockerfile.j2")
             .render(
                 l4t=True,
