@@ -168,13 +168,13 @@ def test_new_driver_is_fine() -> None:
 def test_shm_default_64mb_warns(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from tfgpu import preflight
+    from tfgpu import shm
 
     class St:
         f_blocks, f_frsize = 16384, 4096  # 64 MiB
 
     monkeypatch.setattr(os, "statvfs", lambda p: St())
-    p = preflight.shm_problem("/dev/shm")
+    p = shm.shm_problem("/dev/shm")
     assert p is not None and "--shm-size" in p.fix and "--ipc=host" in p.fix
 
 

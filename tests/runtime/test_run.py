@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -149,14 +150,35 @@ def test_a_home_that_is_not_writable_moves_under_tmpdir(tmp_path: Path) -> None:
     assert again.stdout.strip() == str(expected)
 
 
-def test_a_planted_home_under_tmp_is_not_used(tmp_path: Path) -> None:
+@pytest.fixture
+def shm_home() -> Iterator[Path]:
+    """/dev/shm/tfgpu-home-UID, the fallback HOME, removed after the test."""
+    path = Path("/dev/shm") / f"tfgpu-home-{os.getuid()}"
+    existed = path.exists()
+    yield path
+    if not existed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_where_tmpdir_is_not_writable_home_goes_to_dev_shm(shm_home: Path) -> None:
+    """Docker's `--tmpfs /tmp` is root's (mode 755): another uid cannot write there, but
+    /dev/shm is writable for every uid."""
+    r = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME="/proc/self", TMPDIR="/proc/self")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(shm_home)
+    assert f"the command gets HOME={shm_home}" in r.stderr
+
+
+def test_a_planted_home_under_tmp_is_not_used(tmp_path: Path, shm_home: Path) -> None:
     """Someone else's folder (or a link) at the name in a shared /tmp is refused: the command
-    runs with its HOME unchanged rather than in a folder another user controls."""
+    never gets a HOME that another user controls."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    (tmp / f"tfgpu-home-{os.getuid()}").symlink_to(tmp_path)
+    planted = tmp / f"tfgpu-home-{os.getuid()}"
+    planted.symlink_to(tmp_path)
     r = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME="/proc/self", TMPDIR=str(tmp))
-    assert r.returncode == 0 and r.stdout.strip() == "/proc/self"
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(shm_home)  # the next candidate, not the planted link
 
 
 def test_off_does_nothing_at_all() -> None:

@@ -6,8 +6,9 @@ Jupyter, IPython, Keras, pip and matplotlib write under HOME (~/.local/share/jup
 an arbitrary uid (`--user 12345:0`, OpenShift), whose HOME is `/`. Jupyter then stops at start
 with `OSError: [Errno 30] Read-only file system: '/root/.local'`. So when HOME is not writable,
 the command gets HOME=$TMPDIR/tfgpu-home-UID (TMPDIR defaults to /tmp: `--tmpfs /tmp`, an
-emptyDir), created for this uid only; a variable the user set (JUPYTER_RUNTIME_DIR,
-IPYTHONDIR, XDG_*…) still wins, since each tool reads its own first.
+emptyDir), or /dev/shm/tfgpu-home-UID where that is not writable, created for this uid only;
+a variable the user set (JUPYTER_RUNTIME_DIR, IPYTHONDIR, XDG_*…) still wins, since each tool
+reads its own first.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import stat
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Mapping, Optional
+    from typing import List, Mapping, Optional
 
 
 def _ours(path: str, uid: int) -> bool:
@@ -29,15 +30,8 @@ def _ours(path: str, uid: int) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077
 
 
-def writable_home(environ: Mapping[str, str]) -> Optional[str]:
-    """None when HOME is writable (nothing to do); else a private folder under TMPDIR to use
-    as HOME, or None when there is none either (the command runs as it would have)."""
-    home = environ.get("HOME") or "/"
-    if os.access(home, os.W_OK | os.X_OK):
-        return None
-    tmp = environ.get("TMPDIR") or "/tmp"
-    uid = os.getuid()
-    path = os.path.join(tmp, f"tfgpu-home-{uid}")
+def _private_folder(parent: str, uid: int) -> Optional[str]:
+    path = os.path.join(parent, f"tfgpu-home-{uid}")
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -47,3 +41,22 @@ def writable_home(environ: Mapping[str, str]) -> Optional[str]:
     if not _ours(path, uid) or not os.access(path, os.W_OK | os.X_OK):
         return None
     return path
+
+
+def candidates(environ: Mapping[str, str]) -> List[str]:
+    """Where a HOME may go: TMPDIR (or /tmp), then /dev/shm. Docker's `--tmpfs /tmp` is
+    root's and not writable for other uids (mode 755) unless given `:mode=1777`, while
+    /dev/shm is writable for every uid (1777) in Docker and Kubernetes alike; the files
+    written there (Jupyter's runtime files, IPython's history) are small."""
+    return list(dict.fromkeys([environ.get("TMPDIR") or "/tmp", "/dev/shm"]))
+
+
+def writable_home(environ: Mapping[str, str]) -> Optional[str]:
+    """A private folder of this uid under the first writable candidate, to use as HOME when
+    HOME is not writable; None when there is none (the command then runs as it would have)."""
+    uid = os.getuid()
+    for parent in candidates(environ):
+        path = _private_folder(parent, uid)
+        if path is not None:
+            return path
+    return None

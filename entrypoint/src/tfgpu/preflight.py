@@ -13,7 +13,6 @@ from tfgpu.device_plan import make_plan
 from tfgpu.driver import check_driver
 from tfgpu.errors import GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
-from tfgpu.shm import shm_problem
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from tfgpu.device_plan import Plan
     from tfgpu.nvml import Gpu, NvmlReport
     from tfgpu.settings import Settings
-
-__all__ = ["Preflight", "run_preflight", "shm_problem", "why_no_gpu"]
 
 
 class Preflight:
@@ -93,8 +90,11 @@ def run_preflight(
     if no_gpu is not None:
         problems.append(Problem(WARNING, f"no GPU: {no_gpu}; TensorFlow will run on the CPU"))
     problems += [Problem(WARNING, w) for w in plan.warnings]
-    shm = shm_problem(shm_path) if shm_path is not None else None
-    if shm is not None:
-        problems.append(shm)
+    if shm_path is not None:  # imported only then: `tfgpu run` does not ask (start-up time)
+        from tfgpu.shm import shm_problem
+
+        shm = shm_problem(shm_path)
+        if shm is not None:
+            problems.append(shm)
     result.problems = problems
     return result

@@ -62,15 +62,24 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
 
 
 def _home(env: Dict[str, str], quiet: bool) -> None:
-    """HOME not writable (read-only root, an arbitrary uid): one under TMPDIR (tfgpu.home)."""
-    from tfgpu.home import writable_home
+    """HOME not writable (read-only root, an arbitrary uid): one under /tmp (tfgpu.home)."""
+    if os.access(env.get("HOME") or "/", os.W_OK | os.X_OK):  # the usual case: no import
+        return
+    from tfgpu import home
 
-    home = writable_home(env)
-    if home is None:
+    path = home.writable_home(env)
+    current = env.get("HOME", "")
+    if path is None:
+        places = " nor ".join(home.candidates(env))
+        _say(
+            f"warning: HOME={current!r} is not writable, nor is {places}; programs that write "
+            "there (Jupyter, IPython, Keras) may fail. Mount a volume at HOME, or a tmpfs "
+            "that this uid can write: docker run --tmpfs /tmp:mode=1777 …"
+        )
         return
     if not quiet:
-        _say(f"HOME={env.get('HOME', '')!r} is not writable; the command gets HOME={home}")
-    env["HOME"] = home
+        _say(f"HOME={current!r} is not writable; the command gets HOME={path}")
+    env["HOME"] = path
 
 
 def _candidates(name: str, env: Mapping[str, str]) -> List[str]:
