@@ -24,14 +24,19 @@ def bake_file(
     base_registry: str | None,
     buildargs: dict[str, str],
     cuda_wheels_mib: dict[str, float] | None = None,
+    base_digests: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """`cuda_wheels_mib`: per image name, the unpacked size of the NVIDIA wheels its assembled
-    context holds (its io.tfgpu.cuda.wheels-mib label); unknown without --assemble."""
+    context holds (its io.tfgpu.cuda.wheels-mib label); unknown without --assemble.
+    `base_digests`: per image name, its base's digest from images/bases.lock.yaml (the
+    base.digest label); an image without one is labelled `unknown`."""
     targets: dict[str, Any] = {}
     for image in images:
         args = dict(buildargs)
         if image.name in (cuda_wheels_mib or {}):
             args["TFGPU_CUDA_WHEELS_MIB"] = f"{(cuda_wheels_mib or {})[image.name]:.0f}"
+        if image.name in (base_digests or {}):
+            args["TFGPU_BASE_DIGEST"] = (base_digests or {})[image.name]
         # as `build` does: `mirror.local/` must not give FROM mirror.local//tensorflow/...
         args["BASE_REGISTRY"] = (base_registry or image.base_registry).rstrip("/")
         targets[target_name(image)] = {

@@ -198,3 +198,33 @@ def test_bake_base_registry_trailing_slash_like_build() -> None:
     assert result.returncode == 0, result.stderr
     target = json.loads(result.stdout)["target"]["2_21_0-gpu"]
     assert target["args"]["BASE_REGISTRY"] == "mirror.local:5000"
+
+
+def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
+    # bases.lock.yaml's digest goes into the base.digest label as `build` does; where the lock does
+    # not know it (null) the label says unknown, and a mirror's bases are never vouched for
+    from tfgpu_kit import bake, baselock, catalog
+
+    spec = specs.load()
+    images = [i for i in catalog.images(spec) if i.name in ("2.21.0-gpu", "2.20.0-gpu")]
+    known = "sha256:" + "5" * 64
+    lock = baselock.BaseLock(
+        bases={
+            baselock.official_ref(images[0]): baselock.LockedBase(digest=known),
+            baselock.official_ref(images[1]): baselock.LockedBase(),
+        }
+    )
+    digests = baselock.BaseDigests(lock, images, base_registry=None)
+    locked = {i.name: d for i in images if (d := digests.digest(i, [])) is not None}
+    data = bake.bake_file(
+        images,
+        contexts=tmp_path,
+        registry=None,
+        base_registry=None,
+        buildargs={"TFGPU_BASE_DIGEST": "unknown"},
+        base_digests=locked,
+    )
+    assert data["target"]["2_21_0-gpu"]["args"]["TFGPU_BASE_DIGEST"] == known
+    assert data["target"]["2_20_0-gpu"]["args"]["TFGPU_BASE_DIGEST"] == "unknown"
+    mirror = baselock.BaseDigests(lock, images, base_registry="mirror.local")
+    assert mirror.digest(images[0], []) is None

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from tfgpu_kit import bake, catalog, image_builds, l4t_builds, selectors
+from tfgpu_kit import bake, baselock, catalog, image_builds, l4t_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import SpecError
@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
         for image, ctx in image_builds.iter_contexts(spec, images, args.contexts):
             if image.gap.wheels:
                 cuda_wheels_mib[image.name] = ctx.cuda_wheels_mib
+    # the base.digest label from the lock, as `build` does (a mirror's bases are not vouched for)
+    locked = baselock.BaseDigests(baselock.load(), images, base_registry=args.base_registry)
+    base_digests = {
+        image.name: digest for image in images if (digest := locked.digest(image, [])) is not None
+    }
     data = bake.bake_file(
         images,
         contexts=args.contexts,
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         base_registry=args.base_registry,
         buildargs=image_builds.buildargs(base_digest=None),
         cuda_wheels_mib=cuda_wheels_mib,
+        base_digests=base_digests,
     )
     l4t_builds.add_to_bake(
         data,
