@@ -142,11 +142,11 @@ def make_plan(
                 value,
                 f"at most the GPU's memory ({int(total)} MiB for {label(gpu)})",
                 str(int(total) // 2),
-                why=f"{_mib(used)} MiB is more than {label(gpu)} has",
+                why=f"{format_mib(used)} MiB is more than {label(gpu)} has",
             )
         if total is not None and used > total - CUDA_CONTEXT_MIB:
             plan.warnings.append(
-                f"{variable}: {_mib(used)} MiB on {label(gpu)} leaves less than "
+                f"{variable}: {format_mib(used)} MiB on {label(gpu)} leaves less than "
                 f"{CUDA_CONTEXT_MIB} MiB for the CUDA "
                 "context, which TensorFlow's allocator does not count; out-of-memory errors "
                 "are likely "
@@ -155,12 +155,13 @@ def make_plan(
         small = [m for m in limits if m < SMALL_CAP_MIB]
         if small:
             plan.warnings.append(
-                f"{variable}: {_mib(min(small))} MiB on {label(gpu)} is less than "
+                f"{variable}: {format_mib(min(small))} MiB on {label(gpu)} is less than "
                 f"{SMALL_CAP_MIB} MiB; "
                 "TensorFlow may fail to start kernels (cuDNN/cuBLAS workspaces)"
             )
     return plan
 
 
-def _mib(x: float) -> str:
+def format_mib(x: float) -> str:
+    """4096 -> '4096', 1536.5 -> '1536.5': MiB as the runtime's messages write them."""
     return str(int(x)) if x == int(x) else f"{x:.1f}"

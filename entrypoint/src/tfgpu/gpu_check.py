@@ -18,6 +18,7 @@ from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
+from tfgpu.summary import describe_plan
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -258,31 +259,6 @@ def collect(
     return doc, code
 
 
-def _mib(x: float) -> str:
-    return str(int(x)) if x == int(x) else f"{x:.1f}"
-
-
-def describe_plan_json(plan: Dict[str, Any]) -> str:
-    """One line from `Plan.as_json()`: per GPU its logical devices, growth, the CPU split."""
-    parts: List[str] = []
-    for i, limits in enumerate(plan["gpu_limits_mib"]):
-        if limits is not None:
-            n = len(limits)
-            sizes = ", ".join(_mib(m) for m in limits)
-            parts.append(f"GPU {i}: {n} logical GPU{'s' if n != 1 else ''} of {sizes} MiB")
-    if plan["memory_growth"] is not None:
-        native = plan["env"].get("TF_FORCE_GPU_ALLOW_GROWTH")
-        parts.append(
-            f"memory growth {'on' if plan['memory_growth'] else 'off'} "
-            f"(TF_FORCE_GPU_ALLOW_GROWTH={native})"
-        )
-    if plan["cpu_devices"] is not None:
-        parts.append(f"{plan['cpu_devices']} logical CPUs")
-    if plan["mixed_precision"] is not None:
-        parts.append(f"Keras policy {plan['mixed_precision']}")
-    return "; ".join(parts) if parts else "TensorFlow defaults"
-
-
 def render(doc: Dict[str, Any], out: TextIO) -> None:
     tf = doc["tensorflow"]
     w = out.write
@@ -326,7 +302,7 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
     for name, s in doc["settings"].items():
         w(f"  {name}={s['value']!r} ({s['source']})\n")
     if doc.get("plan") is not None:
-        w(f"plan: {describe_plan_json(doc['plan'])}\n")
+        w(f"plan: {describe_plan(doc['plan'])}\n")
     a = doc["applied"]
     if a["ok"]:
         w(

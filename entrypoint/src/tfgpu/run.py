@@ -48,7 +48,7 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
         gpus = describe_gpus(pf.nvml, pf.gpus)
         if gpus:
             _say(gpus)
-        _say(describe_plan(settings, pf.plan))
+        _say(describe_plan(pf.plan.as_json(), settings))
     for problem in pf.problems:
         _say(str(problem))
     # Variables tfgpu adds (not ones the user set) are listed, so that `tfgpu show` in the command's

@@ -70,7 +70,7 @@ def show(
         else:
             note = f"; {entry['note']}" if entry.get("note") else ""
             out.write(f"{name:<{width}}  {entry['value']!r:<12} {entry['source']}{note}\n")
-    out.write(f"\nasks for: {describe_plan(settings, make_plan(settings, []))}\n")
+    out.write(f"\nasks for: {describe_plan(make_plan(settings, []).as_json(), settings)}\n")
     from tfgpu import tegra
 
     jetson = tegra.query(environ)
