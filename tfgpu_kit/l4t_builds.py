@@ -122,25 +122,12 @@ def split(selectors: list[str]) -> tuple[list[l4t.L4TImage], list[str]]:
     return l4t.select(l4t.images(l4t.load()), selectors)
 
 
-def run(spec: specs.Spec, images: list[l4t.L4TImage], args: Any) -> int:
-    """`build.py build`'s arguments applied to the L4T images (a call of their own)."""
-    if args.driver is not None or args.verify or args.cuda_source:
-        from tfgpu_kit.errors import UsageError
-
-        raise UsageError(
-            "--driver, --verify and --cuda-source apply to images.yaml's images, not to the L4T"
-            " (Jetson) ones",
-            hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
-        )
-    if args.dry_run:
-        return dry_run(images, registry=args.registry, as_json=args.json)
-    options = image_builds.BuildOptions(
-        registry=args.registry,
-        base_registry=args.base_registry,
-        push=args.push,
-        no_cache=args.no_cache,
-        contexts=args.contexts,
-    )
+def run(
+    spec: specs.Spec, images: list[l4t.L4TImage], options: image_builds.BuildOptions, *, dry: bool
+) -> int:
+    """`build.py build l4t`: the dry run, or the builds (declined where arm64 cannot run)."""
+    if dry:
+        return dry_run(images, registry=options.registry, as_json=options.as_json)
     return build(spec, images, options)
 
 

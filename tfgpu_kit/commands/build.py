@@ -68,8 +68,23 @@ def run(args: argparse.Namespace) -> int:
     jetson, args.selectors = l4t_builds.split(args.selectors)
     if jetson and args.selectors:
         raise UsageError("build the L4T (arm64) images in a call of their own: build.py build l4t")
+    options = image_builds.BuildOptions(
+        registry=args.registry,
+        base_registry=args.base_registry,
+        push=args.push,
+        no_cache=args.no_cache,
+        contexts=args.contexts,
+        verify=args.verify,
+        as_json=args.json,
+    )
     if jetson:
-        return l4t_builds.run(spec, jetson, args)
+        if args.driver is not None or args.verify or args.cuda_source:
+            raise UsageError(
+                "--driver, --verify and --cuda-source apply to images.yaml's images, not to the"
+                " L4T (Jetson) ones",
+                hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
+            )
+        return l4t_builds.run(spec, jetson, options, dry=args.dry_run)
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything.
     override = CudaSource(args.cuda_source) if args.cuda_source else None
@@ -88,15 +103,6 @@ def run(args: argparse.Namespace) -> int:
                 args.driver,
             )
             return EXIT_FAILED
-    options = image_builds.BuildOptions(
-        registry=args.registry,
-        base_registry=args.base_registry,
-        push=args.push,
-        no_cache=args.no_cache,
-        contexts=args.contexts,
-        verify=args.verify,
-        as_json=args.json,
-    )
     if args.dry_run:
         return image_builds.dry_run(images, options)
     return image_builds.build_images(spec, images, options)
