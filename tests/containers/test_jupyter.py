@@ -1,5 +1,7 @@
 """The gpu-jupyter image: its HEALTHCHECK turns healthy and Jupyter answers on its port; idle
-kernels are culled as TFGPU_JUPYTER_CULL_* say, and a bad value stops Jupyter with a message."""
+kernels are culled as TFGPU_JUPYTER_CULL_* say, and a bad value stops Jupyter with a message.
+Jupyter runs as the image's non-root user, as root with --user 0, and on a read-only root file
+system (--read-only --tmpfs /tmp), also as an arbitrary uid."""
 
 from __future__ import annotations
 
@@ -62,10 +64,19 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
 class Jupyter:
     """A running gpu-jupyter container and its REST API (token auth)."""
 
-    def __init__(self, tracked: TrackedContainer, **environment: str) -> None:
+    def __init__(
+        self,
+        tracked: TrackedContainer,
+        command: list[str] | None = None,
+        *,
+        options: dict[str, Any] | None = None,
+        **environment: str,
+    ) -> None:
         self.container = tracked.start(
+            command,
             ports={f"{PORT}/tcp": ("127.0.0.1", None)},
             environment={"JUPYTER_TOKEN": TOKEN, **environment},
+            **(options or {}),
         )
         deadline = time.monotonic() + 120
         while True:
@@ -108,6 +119,41 @@ class Jupyter:
 
     def logs(self) -> str:
         return self.container.logs().decode(errors="replace")
+
+    def server_uids(self) -> set[int]:
+        """The uids of the processes running Jupyter (by their command line)."""
+        result = self.container.exec_run(["python3", "-c", SERVER_UIDS], user="0")
+        assert result.exit_code == 0, result.output
+        return {int(uid) for uid in result.output.decode().split()}
+
+    def wait_healthy(self, seconds: float = 180) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            self.container.reload()
+            state = self.container.attrs["State"]
+            assert state["Status"] == "running", self.logs()
+            health = state.get("Health", {}).get("Status", "no HEALTHCHECK")
+            if health == "healthy":
+                return
+            assert health == "starting", f"health {health}: {state.get('Health')}"
+            assert time.monotonic() < deadline, f"not healthy: {state.get('Health')}"
+            time.sleep(1)
+
+
+# The real uid of each process whose command line runs Jupyter (`jupyter-notebook`, …).
+SERVER_UIDS = """
+import os
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\\0")
+        with open("/proc/%s/status" % pid) as f:
+            uid = [line.split()[1] for line in f if line.startswith("Uid:")][0]
+    except OSError:
+        continue
+    if any(b"jupyter" in a for a in argv[:2]):
+        print(uid)
+"""
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
@@ -173,3 +219,56 @@ def test_bad_cull_setting_stops_jupyter_with_the_kits_message(
         "TFGPU_JUPYTER_CULL_IDLE_TIMEOUT=3600" in outcome.stderr
     ), outcome.logs
     assert "Traceback" not in outcome.logs
+
+
+# --- who runs Jupyter, and where it writes -----------------------------------------------------
+
+# Jupyter's own command, without --allow-root: what a user passes to run JupyterLab or the like.
+OWN_COMMAND = ["jupyter", "notebook", "--ip=0.0.0.0", f"--port={PORT}", "--no-browser"]
+
+
+def test_jupyter_runs_as_the_non_root_user_by_default(
+    jupyter_image: TrackedContainer,
+) -> None:
+    jupyter = Jupyter(jupyter_image)
+    assert jupyter.server_uids() == {1000}, jupyter.logs()
+    jupyter.start_kernel()  # the kernel (IPython) writes under the user's HOME
+    assert "Running as root" not in jupyter.logs()
+
+
+@pytest.mark.parametrize("command", [None, OWN_COMMAND], ids=["image-cmd", "own-command"])
+def test_jupyter_runs_as_root_with_user_0(
+    jupyter_image: TrackedContainer, command: list[str] | None
+) -> None:
+    """--user 0: Jupyter starts as root, also with a command that lacks --allow-root (the
+    kit's Jupyter config allows root only when the server is root)."""
+    jupyter = Jupyter(jupyter_image, command, options={"user": "0"})
+    assert jupyter.server_uids() == {0}, jupyter.logs()
+    jupyter.start_kernel()
+
+
+@pytest.mark.parametrize("user", [None, "12345:0"], ids=["image-user", "arbitrary-uid"])
+def test_jupyter_runs_on_a_read_only_root_file_system(
+    jupyter_image: TrackedContainer, user: str | None
+) -> None:
+    """`docker run --read-only --tmpfs /tmp`: HOME is not writable, so tfgpu run gives the
+    command a private one on a tmpfs; Jupyter turns healthy, runs a kernel, and culling still
+    works."""
+    options: dict[str, Any] = {"read_only": True, "tmpfs": {"/tmp": ""}}
+    if user is not None:
+        options["user"] = user
+    jupyter = Jupyter(
+        jupyter_image,
+        options=options,
+        TFGPU_JUPYTER_CULL_IDLE_TIMEOUT=str(CULL_TIMEOUT),
+        TFGPU_JUPYTER_CULL_INTERVAL="1",
+    )
+    jupyter.wait_healthy()
+    uid = 12345 if user else 1000
+    assert jupyter.server_uids() == {uid}
+    # Docker's --tmpfs /tmp is root's (mode 755), so the HOME is on /dev/shm (tfgpu.home)
+    assert f"the command gets HOME=/dev/shm/tfgpu-home-{uid}" in jupyter.logs()
+    kernel_id = jupyter.start_kernel()
+    assert _wait_for(lambda: kernel_id not in jupyter.kernel_ids(), 90), jupyter.logs()
+    logs = jupyter.logs()
+    assert "Read-only file system" not in logs and "Traceback" not in logs, logs

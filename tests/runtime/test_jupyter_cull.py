@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from tfgpu import jupyter_cull
+from tfgpu import jupyter_cull, jupyter_root
 from tfgpu.errors import EXIT_CONFIG, ConfigError
 from tfgpu.jupyter_cull import (
     CONNECTED,
@@ -184,10 +185,34 @@ def test_installed_file_configures_jupyter(tmp_path: Path, version: str) -> None
     python = sys.executable if version == "current" else find_python(version)
     proc = _load_as_jupyter(python, tmp_path, **{IDLE_TIMEOUT: "5", INTERVAL: "1"})
     assert proc.returncode == 0, proc.stderr
+    # root may run Jupyter (tfgpu.jupyter_root); this test runs as whoever runs the suite
+    as_root = ', "ServerApp": {"allow_root": true}' if os.geteuid() == 0 else ""
     assert proc.stdout.strip() == (
         '{"MappingKernelManager": {"cull_idle_timeout": 5, "cull_interval": 1, '
-        '"cull_connected": true}}'
+        f'"cull_connected": true}}{as_root}}}'
     )
+
+
+class _Config(dict):  # type: ignore[type-arg]
+    """traitlets' Config as far as configure() uses it: a section per attribute."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self.setdefault(name, _Config())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
+@pytest.mark.parametrize(
+    ("euid", "environ", "allowed"),
+    [(0, {}, True), (1000, {}, False), (12345, {}, False), (0, {"TF_GPU_CONFIG": "off"}, False)],
+)
+def test_root_may_run_jupyter_and_nobody_else_is_changed(
+    euid: int, environ: dict[str, str], allowed: bool
+) -> None:
+    config = _Config()
+    assert jupyter_root.configure(config, environ, euid=euid) is allowed
+    assert config == ({"ServerApp": {"allow_root": True}} if allowed else {})
 
 
 def test_installed_file_stops_jupyter_on_a_bad_value(tmp_path: Path) -> None:

@@ -43,10 +43,11 @@ CONFIG_TEXT = f"""\
 # Written by the tfgpu kit (python3 -m tfgpu.jupyter_cull install): Jupyter Server culls
 # idle kernels, so that their GPU memory returns to the card. Settings (see the kit's
 # docs/jupyter.md): {IDLE_TIMEOUT} (seconds, 0 = off),
-# {INTERVAL}, {CONNECTED}.
-from tfgpu.jupyter_cull import configure
+# {INTERVAL}, {CONNECTED}. Started as root (docker run --user 0), it may run as root.
+from tfgpu import jupyter_cull, jupyter_root
 
-configure(get_config())  # noqa: F821 (Jupyter's config loader provides get_config)
+jupyter_cull.configure(get_config())  # noqa: F821 (Jupyter's config loader provides get_config)
+jupyter_root.configure(get_config())  # noqa: F821
 """
 
 
