@@ -272,3 +272,21 @@ def test_jupyter_runs_on_a_read_only_root_file_system(
     assert _wait_for(lambda: kernel_id not in jupyter.kernel_ids(), 90), jupyter.logs()
     logs = jupyter.logs()
     assert "Read-only file system" not in logs and "Traceback" not in logs, logs
+
+
+def test_the_non_root_user_can_save_into_a_new_named_volume(
+    jupyter_image: TrackedContainer, docker_client: Any
+) -> None:
+    """compose.yaml mounts a named volume at /tf/notebooks; a new volume takes the image
+    folder's owner and mode, so the image makes that folder writable for any uid."""
+    volume = docker_client.volumes.create()
+    try:
+        outcome = jupyter_image.run_and_wait(
+            ["sh", "-c", "touch /tf/notebooks/saved.ipynb && id -u"],
+            volumes={volume.name: {"bind": "/tf/notebooks", "mode": "rw"}},
+            timeout=60,
+        )
+        assert outcome.stdout.split()[-1] == "1000", outcome.logs
+    finally:
+        jupyter_image.remove_all()
+        volume.remove(force=True)
