@@ -151,28 +151,8 @@ def run(args: argparse.Namespace) -> int:
     found, unavailable = (
         _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else (None, None)
     )
-    if args.gpu_memory is not None:
-        total = size_mib("--gpu-memory", args.gpu_memory, "16GiB")
-        kept = unified.reserve_mib(args.reserve, total)
-        memory = budget.GpuMemory(total, reserve_mib=kept)
-    elif found:
-        # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
-        memory = budget.GpuMemory(min(found.values()), found)
-    else:
-        reason = unavailable if found is None else "NVML reports no GPU"
-        raise UsageError(
-            "--gpu-memory is needed: no NVIDIA driver (NVML) here to read the GPUs' memory"
-            + (f" ({reason})" if reason else ""),
-            hint="give the memory of each GPU, e.g. --gpu-memory 16GiB",
-        )
-    if args.gpu_count is not None:
-        host_gpus: list[str] | None = [
-            str(i) for i in range(whole_number("--gpu-count", args.gpu_count, "2"))
-        ]
-    elif found:
-        host_gpus = sorted((k for k in found if is_ascii_number(k)), key=int)
-    else:
-        host_gpus = None
+    memory = _gpu_memory(args, found, unavailable)
+    host_gpus = _host_gpus(args, found)
     slices = (
         None
         if args.time_slicing is None
@@ -197,6 +177,34 @@ def run(args: argparse.Namespace) -> int:
     else:
         report.print_text(log.stdout, budgets, problems, inputs.notes)
     return EXIT_FAILED if any(p.severity == "error" for p in problems) else EXIT_OK
+
+
+def _gpu_memory(
+    args: argparse.Namespace, found: dict[str, float] | None, unavailable: str | None
+) -> budget.GpuMemory:
+    """Each GPU's memory: --gpu-memory (less --reserve on a unified-memory device), else NVML's."""
+    if args.gpu_memory is not None:
+        total = size_mib("--gpu-memory", args.gpu_memory, "16GiB")
+        kept = unified.reserve_mib(args.reserve, total)
+        return budget.GpuMemory(total, reserve_mib=kept)
+    if found:
+        # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
+        return budget.GpuMemory(min(found.values()), found)
+    reason = unavailable if found is None else "NVML reports no GPU"
+    raise UsageError(
+        "--gpu-memory is needed: no NVIDIA driver (NVML) here to read the GPUs' memory"
+        + (f" ({reason})" if reason else ""),
+        hint="give the memory of each GPU, e.g. --gpu-memory 16GiB",
+    )
+
+
+def _host_gpus(args: argparse.Namespace, found: dict[str, float] | None) -> list[str] | None:
+    """The host's GPU indexes: --gpu-count, else NVML's; None when neither says."""
+    if args.gpu_count is not None:
+        return [str(i) for i in range(whole_number("--gpu-count", args.gpu_count, "2"))]
+    if found:
+        return sorted((k for k in found if is_ascii_number(k)), key=int)
+    return None
 
 
 def _write_rules(
