@@ -21,6 +21,7 @@ def test_build_compiles_the_four_libraries_into_a_directory_keyed_by_the_sources
     assert re.fullmatch(r"[0-9a-f]{16}", libdir.name)
     assert {p.name for p in libdir.iterdir()} == EXPECTED
     assert [p.name for p in libdir.parent.iterdir()] == [libdir.name]  # no temporary dir left
+    assert libdir.stat().st_mode & 0o777 == 0o755  # containers running as any user read it
     mtime = (libdir / "libcuda.so.1").stat().st_mtime_ns
     assert fakegpu.build(libdir.parent) == libdir  # cached: not compiled again
     assert (libdir / "libcuda.so.1").stat().st_mtime_ns == mtime

@@ -141,6 +141,9 @@ def build(cache_dir: Path | None = None) -> Path:
                     f"compiling the fake {lib} failed (gcc exit {done.returncode}):\n"
                     + (done.stderr or done.stdout).strip()
                 )
+        # mkdtemp made it 0700: a container running as another user (the Jupyter images' uid
+        # 1000, --user 12345) must read the libraries, as it reads the real driver's
+        tmp.chmod(0o755)
         try:
             tmp.rename(final)
         except OSError:

@@ -345,6 +345,10 @@ static int parse_all(void) {
             snprintf(why, sizeof why, "cannot create the directory: %s", strerror(errno));
             return bad("FAKEGPU_LEDGER", v, why);
         }
+        /* Containers of one test run as different users (root model servers, a Jupyter kernel as
+         * uid 1000) and share this directory, like /tmp: its creator makes it writable for all,
+         * whatever the umask. */
+        (void)chmod(v, 01777);
         DIR *dir = opendir(v); /* not stat(): its symbol is GLIBC_2.33 */
         if (!dir) return bad("FAKEGPU_LEDGER", v, "not a directory");
         closedir(dir);
@@ -505,6 +509,7 @@ static int ledger_lock(void) {
     snprintf(p, sizeof p, "%s/ledger.lock", g_cfg.ledger_dir);
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) return -1;
+    (void)fchmod(fd, 0666); /* the shared lock: every user's processes open it read-write */
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
     return fd;
