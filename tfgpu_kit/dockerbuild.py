@@ -115,8 +115,11 @@ def build(
     tag: str,
     buildargs: dict[str, str],
     no_cache: bool,
+    platform: str | None = None,
 ) -> str:
-    """Build the context (classic builder, never pulling: a local base is used as it is)."""
+    """Build the context (classic builder, never pulling: a local base is used as it is), for
+    `platform` (e.g. linux/arm64) when given, else the engine's own."""
+    where = f"{label} for {platform}" if platform else label
     try:
         chunks: Iterator[dict[str, Any]] = c.api.build(
             path=str(context),
@@ -128,12 +131,13 @@ def build(
             rm=True,
             forcerm=True,
             decode=True,
+            **({"platform": platform} if platform else {}),
         )
         return _follow(chunks, label)
     except docker.errors.APIError as exc:
-        raise DockerError(f"building {label}: {exc.explanation or exc}") from None
+        raise DockerError(f"building {where}: {exc.explanation or exc}") from None
     except docker.errors.DockerException as exc:
-        raise DockerError(f"building {label}: {exc}") from None
+        raise DockerError(f"building {where}: {exc}") from None
 
 
 def tag(c: Any, image_id: str, ref: str) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 from tfgpu_kit import context, image_builds, l4t, wheellock
 from tfgpu_kit import spec as specs
-from tfgpu_kit.errors import EXIT_FAILED, DockerError
+from tfgpu_kit.errors import EXIT_FAILED
 from tfgpu_kit.output import print_json
 
 log = logging.getLogger(__name__)
@@ -64,52 +65,52 @@ def build(
             log.error("%s: not built: %s", image.name, capability.how)
         return EXIT_FAILED
     log.info("building %d L4T image(s): %s", len(images), capability.how)
-    lock = wheellock.load()
     with tempfile.TemporaryDirectory(prefix="tfgpu-l4t-") as tmp:
-        root = options.contexts or Path(tmp)
-        root.mkdir(parents=True, exist_ok=True)
-        wheel = context.build_runtime_wheel(root / ".runtime-wheel")
-        for image in images:
-            # The runtime and its extras are pure-Python wheels: the same files serve arm64.
-            ctx = context.assemble(
-                cast(Any, image),
-                l4t.render_image(image, spec.images.user),
-                root / image.name,
-                runtime_wheel=wheel,
-                runtime_extras=list(spec.images.runtime_extras),
-                lock=lock,
-            )
+        for image, ctx in _contexts(spec, images, options.contexts or Path(tmp)):
             _build_one(client, image, ctx.path, options)
             if options.contexts is None:
                 shutil.rmtree(ctx.path)
     return 0
 
 
+def _contexts(
+    spec: specs.Spec, images: list[l4t.L4TImage], root: Path
+) -> Iterator[tuple[l4t.L4TImage, context.Context]]:
+    """Assemble each image's build context under root/<image name>, one at a time; the runtime
+    wheel is built once. The runtime and its extras are pure-Python wheels: the same files serve
+    arm64."""
+    lock = wheellock.load()
+    root.mkdir(parents=True, exist_ok=True)
+    wheel = context.build_runtime_wheel(root / ".runtime-wheel")
+    for image in images:
+        ctx = context.assemble(
+            cast(Any, image),
+            l4t.render_image(image, spec.images.user),
+            root / image.name,
+            runtime_wheel=wheel,
+            runtime_extras=list(spec.images.runtime_extras),
+            lock=lock,
+        )
+        yield image, ctx
+
+
 def _build_one(
     client: Any, image: l4t.L4TImage, path: Path, options: image_builds.BuildOptions
 ) -> None:
-    import docker
-
     from tfgpu_kit import dockerbuild
 
     args = image_builds.buildargs(base_digest=None)
     args["BASE_REGISTRY"] = (options.base_registry or image.base_registry).rstrip("/")
     tags = image.tags(registry=options.registry)
-    try:
-        chunks = client.api.build(
-            path=str(path),
-            dockerfile="Dockerfile",
-            tag=tags[0],
-            buildargs=args,
-            nocache=options.no_cache,
-            platform=image.platform,
-            rm=True,
-            forcerm=True,
-            decode=True,
-        )
-        image_id = dockerbuild._follow(chunks, image.name)
-    except docker.errors.DockerException as exc:
-        raise DockerError(f"building {image.name} for {image.platform}: {exc}") from None
+    image_id = dockerbuild.build(
+        client,
+        path,
+        label=image.name,
+        tag=tags[0],
+        buildargs=args,
+        no_cache=options.no_cache,
+        platform=image.platform,
+    )
     for ref in tags:
         dockerbuild.tag(client, image_id, ref)
         if options.push:
@@ -147,18 +148,8 @@ def add_to_bake(
     if not images:
         return
     if assemble:
-        lock = wheellock.load()
-        contexts.mkdir(parents=True, exist_ok=True)
-        wheel = context.build_runtime_wheel(contexts / ".runtime-wheel")
-        for image in images:
-            context.assemble(
-                cast(Any, image),
-                l4t.render_image(image, spec.images.user),
-                contexts / image.name,
-                runtime_wheel=wheel,
-                runtime_extras=list(spec.images.runtime_extras),
-                lock=lock,
-            )
+        for _ in _contexts(spec, images, contexts):
+            pass  # written: bake only names them
     targets = l4t.bake_targets(
         images,
         contexts=contexts,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -190,3 +191,28 @@ def test_buildargs_never_label_a_local_path(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(build, "_git", lambda *command: answers.get(command))
     args = build.buildargs(base_digest=None)
     assert args["TFGPU_SOURCE"] == "unknown" and args["TFGPU_REVISION"] == "c0ffee"
+
+
+class _RecordingApi:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+
+    def build(self, **kwargs: object) -> object:
+        self.calls.append(kwargs)
+        return iter(CHUNKS)
+
+
+class _RecordingClient:
+    def __init__(self) -> None:
+        self.api = _RecordingApi()
+
+
+def test_build_passes_a_platform_only_when_asked(tmp_path: Path) -> None:
+    # the L4T images build for linux/arm64 through the same dockerbuild.build as every image
+    client = _RecordingClient()
+    args = {"label": "x", "tag": "t:1", "buildargs": {}, "no_cache": False}
+    assert dockerbuild.build(client, tmp_path, **args) == "sha256:feedbeef"  # type: ignore[arg-type]
+    assert dockerbuild.build(client, tmp_path, platform="linux/arm64", **args)  # type: ignore[arg-type]
+    native, arm64 = client.api.calls
+    assert "platform" not in native and native["pull"] is False
+    assert arm64["platform"] == "linux/arm64" and arm64["pull"] is False
