@@ -9,6 +9,7 @@ one does: its kit images add NVIDIA's wheels. 2.17.0's base is enough: its image
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +32,20 @@ KIT_OLDER = f"{KIT_REPO}:{OLDER}-gpu"
 # its own registry prefix so that it never replaces the good image's tags.
 BROKEN_REGISTRY = "tfgpu-broken.local"
 KIT_BROKEN = f"{BROKEN_REGISTRY}/{KIT_REPO}:{VERSION}-gpu"
+
+
+COMPOSE_MISSING = "neither `docker compose` nor `docker-compose` is installed"
+
+
+def compose_command() -> list[str] | None:
+    """`docker compose` (v2) when the plugin exists, else `docker-compose` (v1, Debian); None
+    when neither is installed (each caller fails or skips in its own way)."""
+    v2 = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+    if v2.returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
 
 
 def build_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import urllib.error
 import urllib.request
 from collections import defaultdict
@@ -26,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
 
-from tests.kit_images import ROOT, build_py
+from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
 
 pytestmark = pytest.mark.docker
 
@@ -125,12 +123,10 @@ def test_plan_fits_one_notebook_kernel_not_two(tmp_path: Path) -> None:
 @pytest.fixture(scope="session")
 def docker_compose_command() -> str:
     """`docker compose` (v2) when the plugin exists, else `docker-compose` (v1, Debian)."""
-    v2 = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
-    if v2.returncode == 0:
-        return "docker compose"
-    if shutil.which("docker-compose"):
-        return "docker-compose"
-    pytest.fail("neither `docker compose` nor `docker-compose` is installed", pytrace=False)
+    command = compose_command()
+    if command is None:
+        pytest.fail(COMPOSE_MISSING, pytrace=False)
+    return " ".join(command)
 
 
 @pytest.fixture(scope="session")

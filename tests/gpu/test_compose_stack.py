@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -34,19 +33,17 @@ from tests.gpu.harness import (
     GpuHost,
     GpuRun,
 )
-from tests.kit_images import ROOT, build_py
+from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
 from tfgpu_kit import fakegpu
 
 CAPS = {"text-model": 6144, "image-model": 8192, "jupyter": 512}
 
 
-def compose_command() -> list[str]:
-    v2 = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
-    if v2.returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    pytest.fail("neither `docker compose` nor `docker-compose` is installed", pytrace=False)
+def compose_or_fail() -> list[str]:
+    command = compose_command()
+    if command is None:
+        pytest.fail(COMPOSE_MISSING, pytrace=False)
+    return command
 
 
 def on_fake_card(compose: dict[str, Any], driver_dir: Path, log_dir: Path) -> dict[str, Any]:
@@ -84,7 +81,7 @@ def stack(
     compose = yaml.safe_load(COMPOSE_FILE.read_text())
     derived = on_fake_card(compose, gpu_host.fake_driver, log_dir)
     path.write_text(yaml.safe_dump(derived, sort_keys=False))
-    command = [*compose_command(), "-p", f"tfgpufake{os.getpid()}", "-f", str(path)]
+    command = [*compose_or_fail(), "-p", f"tfgpufake{os.getpid()}", "-f", str(path)]
     subprocess.run([*command, "up", "-d"], check=True, capture_output=True, timeout=300)
     client = docker.from_env()
     try:

@@ -25,38 +25,24 @@ CAP = 2048
 HOLD = 40
 
 
-def card_used_mib(index: int = 0) -> int:
+def _card_mib(field: str, index: int) -> int:
+    """nvidia-smi's memory.used or memory.total of one card, in MiB."""
     out = subprocess.run(
-        [
-            "nvidia-smi",
-            "-i",
-            str(index),
-            "--query-gpu=memory.used",
-            "--format=csv,noheader,nounits",
-        ],
+        ["nvidia-smi", "-i", str(index), f"--query-gpu={field}", "--format=csv,noheader,nounits"],
         capture_output=True,
         text=True,
         timeout=30,
         check=True,
     ).stdout
     return int(out.strip().splitlines()[0])
+
+
+def card_used_mib(index: int = 0) -> int:
+    return _card_mib("memory.used", index)
 
 
 def card_total_mib(index: int = 0) -> int:
-    out = subprocess.run(
-        [
-            "nvidia-smi",
-            "-i",
-            str(index),
-            "--query-gpu=memory.total",
-            "--format=csv,noheader,nounits",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    return int(out.strip().splitlines()[0])
+    return _card_mib("memory.total", index)
 
 
 def hold_cap(gpu_host: GpuHost, image: str, count: int) -> tuple[list[Any], int]:
