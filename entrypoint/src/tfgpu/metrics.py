@@ -43,7 +43,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from tfgpu.settings import EXAMPLE_METRICS_PORT
+from tfgpu.errors import ConfigError
+from tfgpu.settings import EXAMPLE_METRICS_PORT, parse_metrics_port
 
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
@@ -63,14 +64,12 @@ def _warn(message: str) -> None:
 
 
 def parse_port(value: str) -> Optional[int]:
-    """A TCP port 1-65535, or None (port 0 would pick a random port nobody can scrape). For a
-    caller that has not validated the settings; the hook has (parse_metrics_port)."""
-    text = value.strip()
-    # ASCII digits only: `"²".isdigit()` is True but `int("²")` raises (an internal error in
-    # the user's `import tensorflow` instead of a warning).
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= 65535:
-        return int(text)
-    return None
+    """A TCP port 1-65535, or None: `0` (off) or a value tfgpu.settings refuses. For a caller
+    that has not validated the settings; the hook has (settings.parse_metrics_port)."""
+    try:
+        return parse_metrics_port(value, VARIABLE)
+    except ConfigError:
+        return None
 
 
 def start_from_environment(
@@ -80,18 +79,21 @@ def start_from_environment(
     whether this process serves."""
     environ = os.environ if environ is None else environ
     raw = environ.get(VARIABLE, "")
-    if not raw.strip() or (raw.strip().isascii() and raw.strip().isdigit() and int(raw) == 0):
-        return False  # unset, empty, or 0: no metrics
+    if not raw.strip():
+        return False
+    problem = None  # the settings' own refusal, as a warning: monitoring never stops a program
+    try:
+        port = parse_metrics_port(raw, VARIABLE)
+    except ConfigError as error:
+        port, problem = None, f"{error}. No metrics are served; the program runs."
+    if port is None and problem is None:
+        return False  # 0: no metrics
     with _lock:
         if _state["attempted"]:  # a second call (or a failed bind) does not retry or re-warn
             return _state["server"] is not None
         _state["attempted"] = True
-    port = parse_port(raw)
     if port is None:
-        _warn(
-            f"{VARIABLE}={raw!r} is not valid: accepted: a TCP port from 1 to 65535; "
-            f"example: {VARIABLE}={EXAMPLE_PORT}. No metrics are served; the program runs."
-        )
+        _warn(str(problem))
         return False
     try:
         import prometheus_client
