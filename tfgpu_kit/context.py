@@ -18,11 +18,12 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tfgpu_kit import wheellock
-from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import KitError, SpecError
 from tfgpu_kit.spec import ROOT
 
@@ -213,8 +214,26 @@ class Context:
         return self.cuda_wheels_bytes / 2**20
 
 
+class CudaWheels(Protocol):
+    @property
+    def wheels(self) -> tuple[str, ...]: ...
+
+
+class ContextImage(Protocol):
+    """What assemble reads of an image: catalog.Image and l4t.L4TImage are both one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def base_python(self) -> str: ...
+    @property
+    def pip(self) -> Sequence[str]: ...
+    @property
+    def gap(self) -> CudaWheels: ...
+
+
 def assemble(
-    image: Image,
+    image: ContextImage,
     dockerfile_text: str,
     dest: Path,
     *,

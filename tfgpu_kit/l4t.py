@@ -118,7 +118,7 @@ class L4TImage:
         return self.entry.require_cuda
 
     @property
-    def gap(self) -> Any:
+    def gap(self) -> _NoWheels:
         """What context.assemble and the runtime partials ask of a catalog image's CUDA gap: the
         L4T bases bring JetPack's CUDA, so no NVIDIA wheels are added."""
         return _NoWheels()
@@ -140,6 +140,7 @@ class L4TImage:
         return [f"{repo}:{name}" for name in names]
 
 
+@dataclass(frozen=True)
 class _NoWheels:
     wheels: tuple[str, ...] = ()
 

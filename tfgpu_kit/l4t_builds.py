@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from tfgpu_kit import context, image_builds, l4t, wheellock
 from tfgpu_kit import spec as specs
@@ -84,7 +84,7 @@ def _contexts(
     wheel = context.build_runtime_wheel(root / ".runtime-wheel")
     for image in images:
         ctx = context.assemble(
-            cast(Any, image),
+            image,
             l4t.render_image(image, spec.images.user),
             root / image.name,
             runtime_wheel=wheel,

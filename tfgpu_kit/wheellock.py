@@ -8,6 +8,7 @@ show what an image adds, and its size, without downloading gigabytes."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,7 +214,7 @@ def _python_key(python: str) -> tuple[int, ...]:
     return tuple(int(part) for part in python.split(".") if part.isdecimal())
 
 
-def image_packages(runtime_extras: list[str], image_pip: list[str]) -> list[str]:
+def image_packages(runtime_extras: Sequence[str], image_pip: Sequence[str]) -> list[str]:
     """The set of packages an image's context asks for (the lock's key), sorted."""
     return sorted({*runtime_extras, *image_pip})
 
