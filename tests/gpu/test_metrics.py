@@ -40,9 +40,12 @@ def test_metrics_report_the_card_and_the_allocator(
     while time.monotonic() < deadline:
         container.reload()
         assert container.status in ("created", "running"), container.logs().decode()[-3000:]
-        metrics = _scrape(container)
-        if "tfgpu_device_memory_peak_bytes" in metrics:
-            break
+        # The endpoint comes up with TensorFlow's runtime, before the probe's 64 MiB tensor
+        # exists: scrape only once the probe has said (PROBE-JSON) that it holds the tensor.
+        if b"PROBE-JSON" in container.logs(stderr=False):
+            metrics = _scrape(container)
+            if "tfgpu_device_memory_peak_bytes" in metrics:
+                break
         time.sleep(2)
     assert "tfgpu_device_memory_peak_bytes" in metrics, container.logs().decode()[-3000:]
     container.kill()
