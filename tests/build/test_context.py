@@ -142,7 +142,11 @@ LOCKED = ["nvidia-ml-py==13.615.71", "prometheus-client==0.26.0", "rich==14.0.0"
 
 
 def _assemble(
-    image: catalog.Image, tmp_path: Path, runtime: Path, images_lock: wheellock.ImageLock
+    image: catalog.Image,
+    tmp_path: Path,
+    runtime: Path,
+    images_lock: wheellock.ImageLock,
+    cuda_lock: wheellock.Lock | None = None,
 ) -> context.Context:
     return context.assemble(
         image,
@@ -150,7 +154,7 @@ def _assemble(
         tmp_path / "ctx",
         runtime_wheel=runtime,
         runtime_extras=EXTRAS,
-        lock=wheellock.Lock(),
+        lock=cuda_lock if cuda_lock is not None else wheellock.Lock(),
         images_lock=images_lock,
     )
 
@@ -229,18 +233,7 @@ def test_context_holds_the_locked_cuda_wheels(
         entries[pin] = wheellock.describe(file, 1000)
     images_lock = _image_lock(EXTRAS, LOCKED[:2])
 
-    def assemble(cuda_lock: wheellock.Lock) -> context.Context:
-        return context.assemble(
-            image,
-            "FROM x\n",
-            tmp_path / "ctx",
-            runtime_wheel=runtime,
-            runtime_extras=EXTRAS,
-            lock=cuda_lock,
-            images_lock=images_lock,
-        )
-
-    ctx = assemble(wheellock.Lock(wheels=entries))
+    ctx = _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=entries))
     assert index.fetched[0] == ([*LOCKED[:2], *image.gap.wheels], "3.11")
     assert ctx.cuda_wheels_bytes == 1000 * len(image.gap.wheels)
     assert set(image.gap.wheels) <= set(ctx.requirements)
@@ -248,7 +241,7 @@ def test_context_holds_the_locked_cuda_wheels(
     first = image.gap.wheels[0]
     tampered[first] = entries[first].model_copy(update={"sha256": "0" * 64})
     with pytest.raises(SpecError, match=f"{re.escape(first)}: .* is not the locked wheel"):
-        assemble(wheellock.Lock(wheels=tampered))
+        _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=tampered))
 
 
 def test_the_committed_image_lock_covers_every_image() -> None:

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.kit_images import ROOT
+
 PACKAGE = "prometheus"  # Debian's package: /usr/bin/prometheus and /usr/bin/promtool
 
 
@@ -39,6 +41,20 @@ def find(tool: str) -> Path:
     if not unpacked.is_file():
         raise ToolMissing(f"Debian's {PACKAGE} package has no usr/bin/{tool}")
     return unpacked
+
+
+def promtool_run(
+    promtool: Path, *args: str, cwd: Path = ROOT, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`promtool ARGS…`, its output captured, never raising on a non-zero exit."""
+    return subprocess.run(
+        [str(promtool), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _run(command: list[str], cwd: Path) -> None:

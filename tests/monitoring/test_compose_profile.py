@@ -15,6 +15,7 @@ import yaml
 
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
 from tests.monitoring.ci import tool_missing
+from tests.monitoring.prometheus_tools import promtool_run
 
 COMPOSE_FILE = ROOT / "compose.yaml"
 PROMETHEUS_CONFIG = ROOT / "monitoring" / "prometheus.yml"
@@ -65,13 +66,7 @@ def test_compose_rejects_a_malformed_profile(tmp_path: Path) -> None:
 
 
 def test_the_profiles_prometheus_config_loads_the_kits_rules(promtool: Path) -> None:
-    done = subprocess.run(
-        [str(promtool), "check", "config", str(PROMETHEUS_CONFIG)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = promtool_run(promtool, "check", "config", str(PROMETHEUS_CONFIG), timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tfgpu-alerts.rules.yaml" in done.stdout  # the rule_files glob found the alerts
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 
 from tests.kit_images import ROOT
 from tests.monitoring.metric_names import known_names, metric_names, runtime_names
+from tests.monitoring.prometheus_tools import promtool_run
 
 DASHBOARD = ROOT / "monitoring" / "tfgpu-dashboard.json"
 RULES = ROOT / "monitoring" / "tfgpu-alerts.rules.yaml"
@@ -108,12 +108,6 @@ def test_the_dashboards_queries_parse(promtool: Path, tmp_path: Path) -> None:
     ]
     path = tmp_path / "dashboard.rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    done = subprocess.run(
-        [str(promtool), "check", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = promtool_run(promtool, "check", "rules", str(path), timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"SUCCESS: {len(rules)} rules found" in done.stdout

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from tests.kit_images import ROOT, build_py
+from tests.monitoring.prometheus_tools import promtool_run
 
 RULES = ROOT / "monitoring" / "tfgpu-alerts.rules.yaml"
 UNIT_TESTS = Path(__file__).with_name("tfgpu-alerts.test.yaml")
@@ -22,12 +22,6 @@ ALERTS = {
     "TfgpuGpuOverPlan",
     "TfgpuMetricsEndpointDown",
 }
-
-
-def promtool_run(promtool: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(promtool), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def alert_rules() -> list[dict[str, Any]]:
