@@ -9,11 +9,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tfgpu_kit import catalog
 from tfgpu_kit.catalog import Image
 
 
-def target_name(image: Image) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", image.name)
+def target_name(image_name: str) -> str:
+    """Bake allows only [A-Za-z0-9_-] in target names: `2.21.0-gpu` is target `2_21_0-gpu`."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", image_name)
 
 
 def bake_file(
@@ -37,9 +39,8 @@ def bake_file(
             args["TFGPU_CUDA_WHEELS_MIB"] = f"{(cuda_wheels_mib or {})[image.name]:.0f}"
         if image.name in (base_digests or {}):
             args["TFGPU_BASE_DIGEST"] = (base_digests or {})[image.name]
-        # as `build` does: `mirror.local/` must not give FROM mirror.local//tensorflow/...
-        args["BASE_REGISTRY"] = (base_registry or image.base_registry).rstrip("/")
-        targets[target_name(image)] = {
+        args["BASE_REGISTRY"] = catalog.base_registry(image.base_registry, base_registry)
+        targets[target_name(image.name)] = {
             "context": str(contexts / image.name),
             "dockerfile": "Dockerfile",
             "tags": image.tags(registry=registry),
@@ -47,5 +48,6 @@ def bake_file(
         }
     groups: dict[str, Any] = {"default": {"targets": list(targets)}}
     for variant in dict.fromkeys(image.variant_name for image in images):
-        groups[variant] = {"targets": [target_name(i) for i in images if i.variant_name == variant]}
+        names = [target_name(i.name) for i in images if i.variant_name == variant]
+        groups[variant] = {"targets": names}
     return {"group": groups, "target": targets}

@@ -96,6 +96,12 @@ _HOST = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
 _REGISTRY_PREFIX = re.compile(rf"(?:{_HOST}|{_PATH_COMPONENT})(?:/{_PATH_COMPONENT})*")
 
 
+def base_registry(spec_registry: str, override: str | None) -> str:
+    """The registry an image's FROM names: --base-registry when given, else the spec's; without
+    a trailing `/` (`mirror.local/` must not give FROM mirror.local//tensorflow/…)."""
+    return (override or spec_registry).rstrip("/")
+
+
 def check_registry(flag: str, value: str | None) -> None:
     """UsageError unless `value` (None: not given) can prefix an image name: `R/REPO:TAG`. A
     trailing `/` is tolerated: it is stripped where the prefix is used."""

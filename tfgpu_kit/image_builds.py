@@ -18,7 +18,7 @@ from typing import Any
 from tfgpu_kit import baselock, context, wheellock
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
-from tfgpu_kit.catalog import Image
+from tfgpu_kit.catalog import Image, base_registry
 from tfgpu_kit.errors import EXIT_FAILED, SpecError
 from tfgpu_kit.output import BYTES_PER_MIB, mib, print_json, table
 from tfgpu_kit.spec import ROOT
@@ -139,10 +139,6 @@ def iter_contexts(
         yield image, ctx
 
 
-def _base_registry(image: Image, override: str | None) -> str:
-    return (override or image.base_registry).rstrip("/")
-
-
 def dry_run(images: list[Image], options: BuildOptions) -> int:
     from tfgpu_kit import render
 
@@ -154,7 +150,9 @@ def dry_run(images: list[Image], options: BuildOptions) -> int:
                 "dockerfile": str(
                     render.dockerfile_path(render.DOCKERFILES_DIR, image).relative_to(ROOT)
                 ),
-                "base": f"{_base_registry(image, options.base_registry)}/{image.base_ref}",
+                "base": (
+                    f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}"
+                ),
                 "tags": image.tags(registry=options.registry),
                 "push": bool(options.push),
                 "cuda": image.gap.as_json(),
@@ -296,7 +294,7 @@ def _build_one(
     from tfgpu_kit import dockerbuild
 
     timer = dockerbuild.Timer()
-    base_ref = f"{_base_registry(image, options.base_registry)}/{image.base_ref}"
+    base_ref = f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}"
     base = dockerbuild.local_image(client, base_ref)
     if base is None:
         log.warning(
@@ -313,7 +311,7 @@ def _build_one(
         ),
         cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
     )
-    bargs["BASE_REGISTRY"] = _base_registry(image, options.base_registry)
+    bargs["BASE_REGISTRY"] = base_registry(image.base_registry, options.base_registry)
     first = image.tags(registry=options.registry)[0]
     image_id = dockerbuild.build(
         client, ctx.path, label=image.name, tag=first, buildargs=bargs, no_cache=options.no_cache

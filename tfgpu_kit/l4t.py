@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from tfgpu_kit import nvidia_require, templating
+from tfgpu_kit import bake, catalog, nvidia_require, templating
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import IMAGES_DIR, ROOT, VersionText, load_yaml, validate
 from tfgpu_kit.versions import Version
@@ -256,8 +255,8 @@ def bake_targets(
     targets: dict[str, Any] = {}
     for image in found:
         args = dict(buildargs)
-        args["BASE_REGISTRY"] = (base_registry or image.base_registry).rstrip("/")
-        targets[re.sub(r"[^A-Za-z0-9_-]", "_", image.name)] = {
+        args["BASE_REGISTRY"] = catalog.base_registry(image.base_registry, base_registry)
+        targets[bake.target_name(image.name)] = {
             "context": str(contexts / image.name),
             "dockerfile": "Dockerfile",
             "tags": image.tags(registry=registry),

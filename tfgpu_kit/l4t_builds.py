@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import context, image_builds, l4t, wheellock
+from tfgpu_kit import catalog, context, image_builds, l4t, wheellock
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED
 from tfgpu_kit.output import print_json
@@ -100,7 +100,7 @@ def _build_one(
     from tfgpu_kit import dockerbuild
 
     args = image_builds.buildargs(base_digest=None)
-    args["BASE_REGISTRY"] = (options.base_registry or image.base_registry).rstrip("/")
+    args["BASE_REGISTRY"] = catalog.base_registry(image.base_registry, options.base_registry)
     tags = image.tags(registry=options.registry)
     image_id = dockerbuild.build(
         client,
