@@ -23,15 +23,21 @@ from tfgpu_kit.output import print_json
 log = logging.getLogger(__name__)
 
 
-def dry_run(images: list[l4t.L4TImage], *, registry: str | None, as_json: bool) -> int:
+def dry_run(
+    images: list[l4t.L4TImage],
+    *,
+    registry: str | None,
+    base_registry: str | None,
+    as_json: bool,
+) -> int:
     """What would be built on this machine, judged from its own architecture and binfmt_misc (a
-    dry run asks no engine)."""
+    dry run asks no engine); the base as the build would name it (--base-registry)."""
     capability = l4t.arm64_capability(l4t.machine_arch())
     rows = [
         {
             "name": image.name,
             "platform": image.platform,
-            "base": f"{image.base_registry}/{image.base_ref}",
+            "base": f"{catalog.base_registry(image.base_registry, base_registry)}/{image.base_ref}",
             "tags": image.tags(registry=registry),
             "buildable": capability.can,
             "why": capability.how,
@@ -128,7 +134,12 @@ def run(
 ) -> int:
     """`build.py build l4t`: the dry run, or the builds (declined where arm64 cannot run)."""
     if dry:
-        return dry_run(images, registry=options.registry, as_json=options.as_json)
+        return dry_run(
+            images,
+            registry=options.registry,
+            base_registry=options.base_registry,
+            as_json=options.as_json,
+        )
     return build(spec, images, options)
 
 

@@ -144,6 +144,21 @@ def test_build_declines_l4t_here_or_builds_it(tmp_path: Path) -> None:
     else:
         assert result.returncode == 1, result.stderr
         assert all(not row["buildable"] and "arm64" in row["why"] for row in rows)
+    assert [row["base"] for row in rows] == [f"{i.base_registry}/{i.base_ref}" for i in IMAGES]
+
+
+def test_the_dry_run_names_the_base_the_build_would_use() -> None:
+    """--base-registry (a mirror, `mirror.local/` with its slash) changes the FROM of the build,
+    so the dry run shows that base, not the spec's."""
+    mirror = ["--base-registry", "mirror.local/"]
+    result = subprocess.run(
+        [sys.executable, "build.py", "build", "l4t", "--dry-run", "--json", *mirror],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    rows = json.loads(result.stdout)
+    assert [row["base"] for row in rows] == [f"mirror.local/{i.base_ref}" for i in IMAGES]
 
 
 def test_the_arm64_image_in_a_container_where_arm64_runs(tmp_path: Path) -> None:
