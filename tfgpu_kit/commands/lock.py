@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from tfgpu_kit import baselock, catalog, context, wheellock
+from tfgpu_kit import baselock, lock_refresh
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED
@@ -31,9 +31,6 @@ naming each entry a lock lacks."""
 
 log = logging.getLogger(__name__)
 
-# The NVIDIA wheels are py3-none-manylinux: any CPython picks the same files.
-PYTHON = "3.11"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -50,87 +47,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check(spec: specs.Spec) -> int:
-    problems = [
-        f"{wheellock.LOCK_NAME}: {pin} has no entry (run `build.py lock`)"
-        for pin in wheellock.missing(spec, wheellock.load())
-    ]
-    problems += [
-        f"{wheellock.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
-        for what in wheellock.missing_images(spec, wheellock.load_images())
-    ]
-    images = catalog.images(spec)
-    bases = baselock.load()
-    problems += [
-        f"{baselock.LOCK_NAME}: {ref} has no entry (run `build.py lock --bases`)"
-        for ref in baselock.missing(images, bases)
-    ]
-    for problem in problems:
+    """--check: log each entry a lock lacks; EXIT_FAILED when any."""
+    found = lock_refresh.completeness(spec)
+    for problem in found.missing:
         log.error("%s", problem)
-    if unknown := baselock.unknown(images, bases):
+    if found.unknown_digests:
         log.warning(
             "%s: %d base digests unknown (null); refresh with `build.py lock --bases` where the"
             " registry answers",
             baselock.LOCK_NAME,
-            len(unknown),
+            found.unknown_digests,
         )
-    if not problems:
+    if not found.missing:
         log.info("locks complete: CUDA wheels, image wheels, bases")
-    return EXIT_FAILED if problems else 0
-
-
-def lock_cuda(spec: specs.Spec) -> None:
-    current = wheellock.load()
-    entries: dict[str, wheellock.LockedWheel] = {}
-    builds = [build for build in spec.matrix.tensorflow.values() if build.and_cuda]
-    for number, build in enumerate(builds, 1):
-        pins = list(build.and_cuda)
-        todo = [pin for pin in pins if pin not in entries]
-        if not todo:
-            continue
-        log.info("[%d/%d] fetching %s", number, len(builds), ", ".join(todo))
-        cache = context.fetch(pins, PYTHON)  # the whole set: its dependencies resolve together
-        for pin in todo:
-            wheel = context.wheel_for(pin, cache)
-            entries[pin] = wheellock.describe(wheel, context.unpacked_bytes(wheel))
-    path = wheellock.write(wheellock.Lock(wheels=entries))
-    changed = {pin for pin, entry in entries.items() if current.wheels.get(pin) != entry}
-    log.info("wrote %s: %d wheels, %d new or changed", path, len(entries), len(changed))
-    print(path)
-
-
-def _resolved(packages: list[str], python: str) -> dict[str, wheellock.PinnedFile]:
-    return {
-        context.pin_of(wheel): wheellock.pinned_file(wheel)
-        for wheel in context.resolve(packages, python)
-    }
-
-
-def lock_image_wheels(spec: specs.Spec) -> None:
-    pythons: dict[str, wheellock.PythonWheels] = {}
-    for python, sets in sorted(wheellock.image_sets(spec).items()):
-        log.info("Python %s: resolving pip and %d package set(s)", python, len(sets))
-        ((pin, pip_file),) = _resolved(["pip"], python).items()
-        locked_sets = [
-            wheellock.WheelSet(packages=packages, wheels=_resolved(packages, python))
-            for packages in sets
-        ]
-        pythons[python] = wheellock.PythonWheels(
-            pip=wheellock.PipWheel(pin=pin, **pip_file.model_dump()), sets=locked_sets
-        )
-    path = wheellock.write_images(wheellock.ImageLock(pythons=pythons))
-    log.info("wrote %s: %d Pythons", path, len(pythons))
-    print(path)
-
-
-def lock_bases(spec: specs.Spec) -> int:
-    from tfgpu_kit import dockerbuild
-
-    refs = baselock.refs(catalog.images(spec))
-    new, failed = baselock.refresh(dockerbuild.client(), refs, baselock.load())
-    path = baselock.write(new)
-    log.info("wrote %s: %d bases, %d unreadable", path, len(refs), len(failed))
-    print(path)
-    return EXIT_FAILED if failed else 0
+    return EXIT_FAILED if found.missing else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return check(spec)
     if args.bases:
-        return lock_bases(spec)
-    lock_cuda(spec)
-    lock_image_wheels(spec)
+        path, failed = lock_refresh.lock_bases(spec)
+        print(path)
+        return EXIT_FAILED if failed else 0
+    print(lock_refresh.lock_cuda(spec))
+    print(lock_refresh.lock_image_wheels(spec))
     return 0
 
 

@@ -1,0 +1,104 @@
+"""Writing and checking the three locks under images/ (what `build.py lock` does).
+
+- cuda-wheels.lock.yaml (wheellock): the NVIDIA CUDA wheels of matrix.yaml's and_cuda pins;
+- image-wheels.lock.yaml (wheellock): per base Python, pip and each set of packages the images
+  ask for, resolved afresh from the index;
+- bases.lock.yaml (baselock): each official base's registry digest, asked of the registry
+  through the Docker engine."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfgpu_kit import baselock, catalog, context, wheellock
+from tfgpu_kit import spec as specs
+
+log = logging.getLogger(__name__)
+
+# The NVIDIA wheels are py3-none-manylinux: any CPython picks the same files.
+PYTHON = "3.11"
+
+
+@dataclass(frozen=True)
+class Completeness:
+    missing: list[str]  # one line per entry a lock lacks, with the command that adds it
+    unknown_digests: int  # bases locked with digest null (no registry answered)
+
+
+def completeness(spec: specs.Spec) -> Completeness:
+    """What the committed locks lack for this spec (no download, no registry)."""
+    missing = [
+        f"{wheellock.LOCK_NAME}: {pin} has no entry (run `build.py lock`)"
+        for pin in wheellock.missing(spec, wheellock.load())
+    ]
+    missing += [
+        f"{wheellock.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
+        for what in wheellock.missing_images(spec, wheellock.load_images())
+    ]
+    images = catalog.images(spec)
+    bases = baselock.load()
+    missing += [
+        f"{baselock.LOCK_NAME}: {ref} has no entry (run `build.py lock --bases`)"
+        for ref in baselock.missing(images, bases)
+    ]
+    return Completeness(missing, len(baselock.unknown(images, bases)))
+
+
+def lock_cuda(spec: specs.Spec) -> Path:
+    """Download every and_cuda pin (into the wheel cache) and write cuda-wheels.lock.yaml."""
+    current = wheellock.load()
+    entries: dict[str, wheellock.LockedWheel] = {}
+    builds = [build for build in spec.matrix.tensorflow.values() if build.and_cuda]
+    for number, build in enumerate(builds, 1):
+        pins = list(build.and_cuda)
+        todo = [pin for pin in pins if pin not in entries]
+        if not todo:
+            continue
+        log.info("[%d/%d] fetching %s", number, len(builds), ", ".join(todo))
+        cache = context.fetch(pins, PYTHON)  # the whole set: its dependencies resolve together
+        for pin in todo:
+            wheel = context.wheel_for(pin, cache)
+            entries[pin] = wheellock.describe(wheel, context.unpacked_bytes(wheel))
+    path = wheellock.write(wheellock.Lock(wheels=entries))
+    changed = {pin for pin, entry in entries.items() if current.wheels.get(pin) != entry}
+    log.info("wrote %s: %d wheels, %d new or changed", path, len(entries), len(changed))
+    return path
+
+
+def _resolved(packages: list[str], python: str) -> dict[str, wheellock.PinnedFile]:
+    return {
+        context.pin_of(wheel): wheellock.pinned_file(wheel)
+        for wheel in context.resolve(packages, python)
+    }
+
+
+def lock_image_wheels(spec: specs.Spec) -> Path:
+    """Resolve pip and each package set per base Python and write image-wheels.lock.yaml."""
+    pythons: dict[str, wheellock.PythonWheels] = {}
+    for python, sets in sorted(wheellock.image_sets(spec).items()):
+        log.info("Python %s: resolving pip and %d package set(s)", python, len(sets))
+        ((pin, pip_file),) = _resolved(["pip"], python).items()
+        locked_sets = [
+            wheellock.WheelSet(packages=packages, wheels=_resolved(packages, python))
+            for packages in sets
+        ]
+        pythons[python] = wheellock.PythonWheels(
+            pip=wheellock.PipWheel(pin=pin, **pip_file.model_dump()), sets=locked_sets
+        )
+    path = wheellock.write_images(wheellock.ImageLock(pythons=pythons))
+    log.info("wrote %s: %d Pythons", path, len(pythons))
+    return path
+
+
+def lock_bases(spec: specs.Spec) -> tuple[Path, list[str]]:
+    """Ask the registry for each official base's digest and write bases.lock.yaml; returns the
+    path and the references the registry did not answer for."""
+    from tfgpu_kit import dockerbuild
+
+    refs = baselock.refs(catalog.images(spec))
+    new, failed = baselock.refresh(dockerbuild.client(), refs, baselock.load())
+    path = baselock.write(new)
+    log.info("wrote %s: %d bases, %d unreadable", path, len(refs), len(failed))
+    return path, failed
