@@ -14,7 +14,6 @@ from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.flag_values import size_mib, whole_number
 from tfgpu_kit.fleet_budget import budget, prometheus, report, sources, unified
-from tfgpu_kit.fleet_budget.model import Placement, Workload
 
 NAME = "plan"
 HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"
@@ -115,29 +114,6 @@ def _read_nvml(args: argparse.Namespace) -> tuple[dict[str, float] | None, str |
     return nvml.gpu_memory(missing)
 
 
-def _mixed_sizes_note(memory: budget.GpuMemory, workloads: list[Workload]) -> str | None:
-    """Say so when NVML's GPUs differ in memory and some workload's GPU is not known."""
-    sizes = set(memory.known.values())
-    if len(sizes) < 2:
-        return None
-    unknown = [
-        w.who
-        for w in workloads
-        if w.replicas != 0
-        and (
-            w.gpus.placement in (Placement.EXCLUSIVE, Placement.TIME_SLICED)
-            or any(g not in memory.known for g in w.gpus.host_gpus)
-        )
-    ]
-    if not unknown:
-        return None
-    return (
-        f"the GPUs differ in memory ({min(sizes):.0f} to {max(sizes):.0f} MiB) and which one "
-        f"runs {', '.join(unknown)} is not known: budgeted on the smallest ({min(sizes):.0f} "
-        "MiB); pass --gpu-memory SIZE to budget on another size"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     overhead = size_mib("--context-overhead", args.context_overhead, "500MiB")
     if args.gpu_uuid and args.prometheus_rules is None:
@@ -163,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if memory.reserve_mib:
         inputs.notes.append(unified.note(memory.default_mib, memory.reserve_mib))
-    note = _mixed_sizes_note(memory, inputs.workloads)
+    note = budget.mixed_sizes_note(memory, inputs.workloads)
     if note is not None:
         inputs.notes.append(note)
     budgets, problems = budget.build(inputs.workloads, memory=memory, overhead_mib=overhead)

@@ -44,6 +44,29 @@ class GpuMemory:
         return (self.default_mib if gpu is None else self.of(gpu)) - self.reserve_mib
 
 
+def mixed_sizes_note(memory: GpuMemory, workloads: list[Workload]) -> str | None:
+    """Say so when NVML's GPUs differ in memory and some workload's GPU is not known."""
+    sizes = set(memory.known.values())
+    if len(sizes) < 2:
+        return None
+    unknown = [
+        w.who
+        for w in workloads
+        if w.replicas != 0
+        and (
+            w.gpus.placement in (Placement.EXCLUSIVE, Placement.TIME_SLICED)
+            or any(g not in memory.known for g in w.gpus.host_gpus)
+        )
+    ]
+    if not unknown:
+        return None
+    return (
+        f"the GPUs differ in memory ({min(sizes):.0f} to {max(sizes):.0f} MiB) and which one "
+        f"runs {', '.join(unknown)} is not known: budgeted on the smallest ({min(sizes):.0f} "
+        "MiB); pass --gpu-memory SIZE to budget on another size"
+    )
+
+
 @dataclass
 class Entry:
     who: str
