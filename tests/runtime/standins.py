@@ -8,6 +8,11 @@ messages. Its sources are primary:
   set_memory_growth`, `get_memory_growth`, `set_logical_device_configuration`,
   `get_logical_device_configuration`, `set_visible_devices`, `get_visible_devices`,
   `_compute_device_options` (run when the runtime initialises);
+- `tf.config.experimental.get_memory_info`: tensorflow/tensorflow,
+  `tensorflow/python/tfe_wrapper.cc`, `TFE_GetMemoryInfo`: the device's allocator's
+  `GetStats()`, or `ValueError("Allocator stats not available for device '…'")` when it has
+  none. A GPU's BFC allocator always has them; whether the CPU's has them depends on the host
+  and on TensorFlow's switches (`cpu_stats` here; docs/monitoring.md);
 - what the GPU allocator does with `TF_FORCE_GPU_ALLOW_GROWTH`: tensorflow/tensorflow,
   `tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc`, `GetAllowGrowthValue`; one BFC
   allocator per TensorFlow GPU id, i.e. per logical GPU (`gpu_process_state.cc`,
@@ -72,7 +77,14 @@ class StandinConfig:
 
     LogicalDeviceConfiguration = LogicalDeviceConfiguration
 
-    def __init__(self, gpus: int, cpus: int = 1, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        gpus: int,
+        cpus: int = 1,
+        environ: Mapping[str, str] | None = None,
+        *,
+        cpu_stats: bool = True,
+    ) -> None:
         self.devices = [PhysicalDevice(f"/physical_device:CPU:{i}", "CPU") for i in range(cpus)] + [
             PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)
         ]
@@ -91,8 +103,14 @@ class StandinConfig:
         self.allocators: list[GpuAllocator] = []  # built at initialisation
         self.log: list[str] = []  # TensorFlow's C++ log lines, "W ..." / "E ..."
         self.initialized = False
+        # Whether the CPU's allocator keeps statistics (host-dependent in real TensorFlow);
+        # bytes in use and peak per logical device, as a test sets them.
+        self.cpu_stats = cpu_stats
+        self.memory: dict[str, tuple[int, int]] = {}
         self.experimental = types.SimpleNamespace(
-            set_memory_growth=self.set_memory_growth, get_memory_growth=self.get_memory_growth
+            set_memory_growth=self.set_memory_growth,
+            get_memory_growth=self.get_memory_growth,
+            get_memory_info=self.get_memory_info,
         )
 
     def list_physical_devices(self, device_type: str | None = None) -> list[PhysicalDevice]:
@@ -231,6 +249,19 @@ class StandinConfig:
         out += [LogicalDevice(a.device, "GPU") for a in self.allocators]
         return [d for d in out if device_type is None or d.device_type == device_type]
 
+    def get_memory_info(self, device: str) -> dict[str, int]:
+        """tfe_wrapper.cc `TFE_GetMemoryInfo` (after `ensure_initialized`): the matched
+        device's allocator statistics, or TensorFlow's ValueError when it keeps none."""
+        self._initialize()
+        name = device if device.startswith("/device:") else f"/device:{device.upper()}"
+        matched = [d for d in self.list_logical_devices() if d.name == name]
+        if not matched:
+            raise ValueError(f"No matching devices found for '{device}'")
+        if matched[0].device_type == "CPU" and not self.cpu_stats:
+            raise ValueError(f"Allocator stats not available for device '{device}'")
+        current, peak = self.memory.get(name, (0, 0))
+        return {"current": current, "peak": peak}
+
     def _logical_cpus(self) -> int:
         n = 0
         for dev in self.get_visible_devices("CPU"):
@@ -241,7 +272,9 @@ class StandinConfig:
 POLICIES = ("mixed_float16", "mixed_bfloat16", "float32", "float16", "bfloat16", "float64")
 
 
-def standin_tf(gpus: int, *, cuda_build: bool = True) -> types.SimpleNamespace:
+def standin_tf(
+    gpus: int, *, cuda_build: bool = True, cpu_stats: bool = True
+) -> types.SimpleNamespace:
     """A `tensorflow` module stand-in: config, sysconfig, keras.mixed_precision."""
     policy = {"name": "float32"}
 
@@ -258,7 +291,7 @@ def standin_tf(gpus: int, *, cuda_build: bool = True) -> types.SimpleNamespace:
     if cuda_build:
         info.update(cuda_version="12.5.1", cudnn_version="9")
     return types.SimpleNamespace(
-        config=StandinConfig(gpus),
+        config=StandinConfig(gpus, cpu_stats=cpu_stats),
         sysconfig=types.SimpleNamespace(get_build_info=lambda: dict(info)),
         keras=types.SimpleNamespace(
             mixed_precision=types.SimpleNamespace(set_global_policy=set_global_policy)

@@ -26,6 +26,7 @@ import pytest
 from tfgpu import nvml
 from tfgpu.apply import configure_tensorflow
 
+from tests import cpu_allocator
 from tests.runtime.conftest import clean_env
 from tests.runtime.standins import GpuAllocator, StandinConfig, allow_growth_value, standin_tf
 
@@ -399,3 +400,47 @@ def test_a_bad_native_value_is_logged_and_ignored_by_tensorflow() -> None:
     config.list_logical_devices()
     assert [a.allow_growth for a in config.allocators] == [False, False]
     assert len(config.log) == 2 and all(line.startswith("E ") for line in config.log)
+
+
+# --- get_memory_info: the stand-in against real TensorFlow, with the CPU allocator's statistics
+# kept and not kept (TensorFlow's own switches, tests/cpu_allocator.py), on any host -----------
+
+MEMORY_INFO_CHILD = """
+import json, tensorflow as tf
+tf.constant(1.0)  # the runtime is up
+out = []
+for name in ('/device:CPU:0', 'CPU:0', 'GPU:0'):
+    try:
+        out.append(['ok', sorted(tf.config.experimental.get_memory_info(name))])
+    except Exception as e:
+        out.append([type(e).__name__, str(e)])
+print(json.dumps(out))
+"""
+
+
+def _memory_info_outcomes(config: StandinConfig) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for name in ("/device:CPU:0", "CPU:0", "GPU:0"):
+        try:
+            out.append(["ok", sorted(config.get_memory_info(name))])
+        except ValueError as e:
+            out.append([type(e).__name__, str(e)])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(cpu_allocator.KINDS))
+def test_get_memory_info_matches_tensorflow_with_and_without_cpu_statistics(kind: str) -> None:
+    """The switches give the allocator they claim on this host (else the metrics tests that
+    rely on them prove nothing), and the stand-in answers as TensorFlow does in each case."""
+    r = subprocess.run(
+        [sys.executable, "-c", MEMORY_INFO_CHILD],
+        env=clean_env(**cpu_allocator.KINDS[kind]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    real = json.loads(r.stdout.strip().splitlines()[-1])
+    assert real == _memory_info_outcomes(StandinConfig(0, cpu_stats=kind == "stats"))
+    assert (real[0][0] == "ok") == (kind == "stats"), real

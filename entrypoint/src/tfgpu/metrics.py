@@ -7,9 +7,10 @@ That starts prometheus-client's HTTP server on a daemon thread; each scrape read
   label: a restarted process would start a new series each time (Prometheus' `instance` and
   the pod's labels already tell processes apart);
 - `tfgpu_tensorflow_initialized`: 1 once TensorFlow's runtime is up in this process;
-- per logical device, only once the runtime is up: `tfgpu_device_memory_in_use_bytes`,
-  `tfgpu_device_memory_peak_bytes` (tf.config.experimental.get_memory_info) and, for logical
-  GPUs with a cap, `tfgpu_device_memory_limit_bytes`;
+- per logical device, only once the runtime is up: `tfgpu_device_memory_stats_available`
+  (0/1), `tfgpu_device_memory_in_use_bytes`, `tfgpu_device_memory_peak_bytes`
+  (tf.config.experimental.get_memory_info) and, for logical GPUs with a cap,
+  `tfgpu_device_memory_limit_bytes`;
 - `tfgpu_memory_growth_enabled` (0/1; absent when not set);
 - where NVML sees a driver, per card: `tfgpu_gpu_memory_total_bytes`, `tfgpu_gpu_memory_used_bytes`
   (all processes on the card, not only this one);
@@ -22,6 +23,13 @@ freeze (or break) their configuration. A scrape therefore reads device figures o
 the eager context's `_initialized` flag is already true: it is the very flag
 `ensure_initialized()` tests before doing anything, and it is set last, under the context's
 lock, after the runtime exists, so once it reads true these calls initialise nothing.
+
+Each device is read on its own: one whose allocator keeps no statistics is left out alone,
+never another. `get_memory_info` raises whenever the device's allocator has none
+(tensorflow/python/tfe_wrapper.cc, `TFE_GetMemoryInfo`). A GPU's BFC allocator always has them,
+so a GPU without figures gets one warning. A CPU's depends on the host and on TensorFlow's
+switches (docs/monitoring.md, "Which figures exist on which hosts"): normal, and silent; the
+`tfgpu_device_memory_stats_available` gauge says which devices have figures.
 
 Several processes in one container: one port, one process. The first process that imports
 TensorFlow binds the port; any other finds it taken, warns once and runs unmonitored.
@@ -199,6 +207,7 @@ class TensorFlowCollector:
             )
         if initialized:
             yield from self._guarded("tensorflow", self._devices, GaugeMetricFamily)
+            yield from self._guarded("tensorflow caps", self._limits, GaugeMetricFamily)
         if not self._nvml_absent:
             yield from self._guarded("nvml", self._cards, GaugeMetricFamily)
 
@@ -216,6 +225,12 @@ class TensorFlowCollector:
     def _devices(self, family: Any) -> Iterator[Any]:
         tf = sys.modules["tensorflow"]
         labels = ["device", "device_type"]
+        available = family(
+            "tfgpu_device_memory_stats_available",
+            "1 when TensorFlow's allocator keeps figures for the device, 0 when it keeps none "
+            "(CPUs on some hosts; its in-use and peak figures are then absent)",
+            labels=labels,
+        )
         in_use = family(
             "tfgpu_device_memory_in_use_bytes",
             "Bytes TensorFlow has allocated on the device now (get_memory_info 'current')",
@@ -229,12 +244,32 @@ class TensorFlowCollector:
         for device in tf.config.list_logical_devices():
             if device.device_type not in ("GPU", "CPU"):
                 continue
-            stats = tf.config.experimental.get_memory_info(device.name)
-            in_use.add_metric([device.name, device.device_type], float(stats["current"]))
-            peak.add_metric([device.name, device.device_type], float(stats["peak"]))
+            key = [device.name, device.device_type]
+            stats = self._memory_info(tf, device.name, device.device_type)
+            available.add_metric(key, 0 if stats is None else 1)
+            if stats is not None:
+                in_use.add_metric(key, float(stats["current"]))
+                peak.add_metric(key, float(stats["peak"]))
+        yield available
         yield in_use
         yield peak
-        limits = _logical_gpu_limits(tf)
+
+    def _memory_info(self, tf: Any, name: str, device_type: str) -> Optional[Dict[str, Any]]:
+        """get_memory_info for one device, or None where its allocator keeps no figures.
+        Silent for a CPU (host-dependent, see the module doc); one warning per GPU."""
+        try:
+            return dict(tf.config.experimental.get_memory_info(name))
+        except Exception as e:
+            if device_type == "GPU" and name not in self._warned:
+                self._warned.add(name)
+                _warn(
+                    f"TensorFlow gives no memory figures for {name} ({type(e).__name__}: {e}); "
+                    "its in-use and peak figures are left out, the other devices' are served"
+                )
+            return None
+
+    def _limits(self, family: Any) -> Iterator[Any]:
+        limits = _logical_gpu_limits(sys.modules["tensorflow"])
         if limits:
             limit = family(
                 "tfgpu_device_memory_limit_bytes",
