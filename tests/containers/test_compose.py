@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
 
+from tests import cpu_allocator
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
 
 pytestmark = pytest.mark.docker
@@ -135,8 +136,14 @@ def docker_compose_file(
 ) -> str:
     """The CPU-only copy of compose.yaml; the kit's images are built first."""
     compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    derived = cpu_only(compose, project_dir=ROOT)
+    # The model services' metrics are checked to move with TensorFlow's CPU figures, which
+    # only an allocator that keeps statistics has; which one a host gets varies, so the copy
+    # asks for TensorFlow's BFC CPU allocator, which keeps them on every host.
+    for name in MODELS:
+        derived["services"][name]["environment"].update(cpu_allocator.STATS)
     path = tmp_path_factory.mktemp("compose") / "compose.cpu.yaml"
-    path.write_text(yaml.safe_dump(cpu_only(compose, project_dir=ROOT), sort_keys=False))
+    path.write_text(yaml.safe_dump(derived, sort_keys=False))
     return str(path)
 
 
@@ -283,6 +290,7 @@ def test_model_service_metrics_follow_its_settings_and_allocations(
     for _ in range(CALLS):
         assert _post(f"{stack[service]}/predict", {**body, "batch": BATCH})["batch"] == BATCH
     after = _scrape(stack[f"{service}-metrics"])
+    assert _cpu_value(before, "tfgpu_device_memory_stats_available") == 1  # the copy's switch
     peak_before = _cpu_value(before, "tfgpu_device_memory_peak_bytes")
     peak_after = _cpu_value(after, "tfgpu_device_memory_peak_bytes")
     assert peak_after > peak_before, (peak_before, peak_after)

@@ -3,10 +3,12 @@ child process, where the hook starts the server and the test scrapes it over HTT
 
 What the CPU run exercises honestly: the hook → start_from_environment path, the lazy
 gate (no device figures and no runtime initialisation before the program's first op),
-tf.config.experimental.get_memory_info on logical CPU devices (TensorFlow 2.21 does track
-the CPU allocator: 'current' and 'peak' move with the program's tensors), process figures,
-and port conflicts. Not exercised: GPU devices, logical-GPU caps and NVML card figures (no
-GPU here); those code paths read the same APIs with device_type GPU."""
+tf.config.experimental.get_memory_info on logical CPU devices, process figures, and port
+conflicts. Whether TensorFlow's CPU allocator keeps statistics depends on the host, so each
+run states which it needs and sets TensorFlow's own switch for it (tests/cpu_allocator.py):
+with statistics, 'current' and 'peak' move with the program's tensors; without, the CPUs are
+said to have none and nothing else is lost. GPU devices, logical-GPU caps and NVML card figures
+are proved with real TensorFlow on the fake GPU (tests/gpu/test_metrics.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from tfgpu import metrics, nvml
 
+from tests import cpu_allocator
 from tests.pynvml_standin import standin_pynvml
 from tests.runtime.standins import LogicalDeviceConfiguration, standin_tf
 
@@ -182,7 +185,9 @@ def peak(found: dict[Any, float], device: str) -> float:
 @pytest.mark.timeout(180)
 def test_real_tensorflow_process_over_http() -> None:
     port = free_port()
-    child = Child(port, TF_CPU_VIRTUAL_DEVICES="2", TF_GPU_MEMORY_GROWTH="true")
+    child = Child(
+        port, TF_CPU_VIRTUAL_DEVICES="2", TF_GPU_MEMORY_GROWTH="true", **cpu_allocator.STATS
+    )
     try:
         before = scrape(port)
         # Served from the hook, before the program's first op: configuration only, and the
@@ -227,6 +232,29 @@ def test_real_tensorflow_process_over_http() -> None:
     finally:
         code, err = child.close()
     assert code == 0, err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_real_tensorflow_whose_cpu_allocator_keeps_no_statistics() -> None:
+    """Such a host (e.g. an AMD EPYC without AVX-512 VNNI): both logical CPUs are said to have
+    no figures, the rest of the scrape is whole, and nothing warns (it is normal there)."""
+    port = free_port()
+    child = Child(port, TF_CPU_VIRTUAL_DEVICES="2", **cpu_allocator.NO_STATS)
+    try:
+        assert child.send("alloc 64") == "done"
+        found = scrape(port)
+        assert found[("tfgpu_tensorflow_initialized", ())] == 1
+        for cpu in ("/device:CPU:0", "/device:CPU:1"):
+            key = (("device", cpu), ("device_type", "CPU"))
+            assert found[("tfgpu_device_memory_stats_available", key)] == 0
+            assert ("tfgpu_device_memory_in_use_bytes", key) not in found
+        assert ("process_resident_memory_bytes", ()) in found
+        assert [k for k in found if k[0] == "tfgpu_config_info"]
+    finally:
+        code, err = child.close()
+    assert code == 0, err
+    assert "tfgpu: warning" not in err, err
 
 
 # --- the GPU code paths, against the stand-ins of tf.config and pynvml (NOT a GPU) ------------
