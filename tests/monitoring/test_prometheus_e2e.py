@@ -6,7 +6,11 @@ docs/fakegpu.md: the same FAKEGPU_* card, so the same UUID, and one ledger): `ca
 TF_GPU_MEM_LIMIT, `uncapped` without. Each serves TF_GPU_METRICS_PORT, published on
 127.0.0.1 at a free host port. A third target points at a port nothing listens on.
 Expected: TfgpuUncappedOnSharedGpu fires for `uncapped`, TfgpuMetricsEndpointDown for the
-dead target, and no alert at all names the healthy, capped process."""
+dead target, and no alert at all names the healthy, capped process.
+
+Both containers run with TensorFlow's CPU allocator keeping no statistics (TensorFlow's own
+switch, tests/cpu_allocator.py), as on hosts like an AMD EPYC without AVX-512 VNNI: the alerts
+rest on the GPU's figures alone, which must not depend on the CPU's."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import docker.errors
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import cpu_allocator
 from tests.gpu.harness import PROBE_MOUNT, GpuHost
 from tests.kit_images import ROOT
 from tests.monitoring import prometheus_server
@@ -49,7 +54,8 @@ def _start(
 ) -> tuple[Any, str]:
     """A kit container serving metrics; (container, its metrics URL on the host) once its
     TensorFlow is up (device figures appear then)."""
-    options = host.options({**env, "TF_GPU_METRICS_PORT": str(METRICS_PORT)}, log_dir=log_dir)
+    env = {**env, **cpu_allocator.NO_STATS, "TF_GPU_METRICS_PORT": str(METRICS_PORT)}
+    options = host.options(env, log_dir=log_dir)
     options["network_disabled"] = False  # the harness's default: its tests need no network
     container = client.containers.run(
         image,
