@@ -11,31 +11,20 @@ import dataclasses
 import json
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
-from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_bool, parse_mem_limit, parse_virtual_devices
 
-from tfgpu_kit import templating
+from tfgpu_kit import k8s_env, name_rules, templating
 from tfgpu_kit.errors import KitError, UsageError
 from tfgpu_kit.flag_values import whole_number
+from tfgpu_kit.name_rules import MAX_INT32, refuse_control
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "k8s"
 GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"
 MAX_GRACE_PERIOD = 3600
-MAX_COUNT = 1_000_000
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
-# Label keys and values (Kubernetes' validation.IsQualifiedName / IsValidLabelValue).
-_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(
-    rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$"
-)
-_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 
 
 @dataclass(frozen=True)
@@ -90,8 +79,23 @@ class TimeSlicing:
 
 def _jinja() -> jinja2.Environment:
     env = templating.environment(TEMPLATES)
-    env.filters["q"] = lambda value: json.dumps(value, ensure_ascii=False)
+    # ensure_ascii: every non-ASCII character as \uXXXX, so none (U+0085, U+2028, bidi
+    # controls) can be read as a line break or hide text; DEL and C0 are escaped the same way
+    env.filters["q"] = lambda value: json.dumps(value, ensure_ascii=True)
+    env.filters["comment"] = _comment_text
     return env
+
+
+_COMMENT_SAFE = re.compile(r"[A-Za-z0-9., /:_-]*")
+
+
+def _comment_text(value: object) -> str:
+    """A value written into a YAML comment: only names the flags' checks already allow, so a
+    value can never end the comment (a newline would start a new key or document)."""
+    text = str(value)
+    if not _COMMENT_SAFE.fullmatch(text):
+        raise ValueError(f"not written into a comment: {text!r}")  # a validation was skipped
+    return text
 
 
 def _context(kind: str, workload: Workload, common: Common) -> dict[str, object]:
@@ -156,33 +160,67 @@ def render_time_slicing(slicing: TimeSlicing) -> str:
 
 # --- from flags to manifests ---------------------------------------------------------------------
 
+# Flags that shape one workload only: given with a --kind that does not render it, they would be
+# silently ignored. None = not given (the command's defaults are applied here, not by argparse).
+DEPLOYMENT_ONLY = ("serve_cmd", "port", "health_path", "replicas", "prestop_sleep")
+JOB_ONLY = ("train_cmd", "parallelism", "completions")
+DEFAULTS = {
+    "serve_cmd": "python serve.py",
+    "train_cmd": "python train.py",
+    "port": "8501",
+    "health_path": "/healthz",
+    "replicas": "1",
+    "parallelism": "1",
+    "completions": "1",
+    "prestop_sleep": "5",
+}
+# an example for each free-text flag, for the control-character refusal
+EXAMPLES = {
+    **DEFAULTS,
+    "name": "text-model",
+    "namespace": "ml",
+    "image": "registry.example.com/tfgpu/tensorflow:2.21.0-gpu",
+    "registry": "registry.example.com:5000/team",
+    "mem_limit": "6GiB",
+    "virtual_devices": "2048,2048",
+    "memory_growth": "true",
+    "metrics_port": "9401",
+    "device_plugin_namespace": "gpu-operator",
+    "env": "TF_GPU_QUIET=true",
+    "pod_monitor_label": "release=kube-prometheus-stack",
+    "cpu": "2",
+    "memory": "16Gi",
+}
+# the HTTP path of the probes: an origin-form request target (RFC 9112 section 3.2.1), no spaces
+_HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+
 
 @dataclass(frozen=True)
 class Flags:
-    """`build.py k8s`'s flags as given (text; the defaults are the command's)."""
+    """`build.py k8s`'s flags as given (text; None = not given)."""
 
     kind: str
     name: str
     namespace: str | None
     image: str | None
     registry: str | None
-    serve_cmd: str
-    train_cmd: str
-    port: str
-    health_path: str
-    replicas: str
-    parallelism: str
-    completions: str
+    serve_cmd: str | None
+    train_cmd: str | None
+    port: str | None
+    health_path: str | None
+    replicas: str | None
+    parallelism: str | None
+    completions: str | None
     gpus: str
     mem_limit: str | None
     virtual_devices: str | None
     memory_growth: str | None
-    metrics_port: str
+    metrics_port: str | None
     time_slicing: str | None
     device_plugin_namespace: str
     env: list[str]
     grace_period: str
-    prestop_sleep: str
+    prestop_sleep: str | None
     pod_monitor: bool
     pod_monitor_label: list[str]
     cpu: str
@@ -194,26 +232,43 @@ class Flags:
     def from_namespace(cls, args: argparse.Namespace) -> Flags:
         return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
+    def value(self, name: str) -> str:
+        """A workload flag's value, or the command's default when not given."""
+        given = getattr(self, name)
+        return DEFAULTS[name] if given is None else str(given)
+
 
 def manifests(flags: Flags) -> list[tuple[str, str]]:
     """(file name, YAML) of each manifest the flags ask for; UsageError names a bad flag."""
+    _refuse_control_characters(flags)
+    _refuse_ignored(flags)
     _check_names(flags)
     gpus = whole_number("--gpus", flags.gpus, "1", high=64)
-    metrics = whole_number("--metrics-port", flags.metrics_port, "9401", low=0, high=65535)
-    slices = _time_slices(flags, gpus)
+    contract = k8s_env.pod_env(
+        {
+            "TF_GPU_MEM_LIMIT": flags.mem_limit,
+            "TF_GPU_VIRTUAL_DEVICES": flags.virtual_devices,
+            "TF_GPU_MEMORY_GROWTH": flags.memory_growth,
+            "TF_GPU_METRICS_PORT": flags.metrics_port,
+        },
+        flags.env,
+        gpus,
+    )
+    metrics = contract.metrics_port or 0
+    slices = _time_slices(flags, gpus, capped=contract.capped)
     grace, prestop = _shutdown(flags)
     monitor = _pod_monitor(flags, metrics)
     image, uid, gid = _identity(flags)
     common = Common(
         image=image,
-        env=_contract_env(flags, metrics or None),
+        env=contract.env,
         gpus=gpus,
         cpu=flags.cpu,
         memory=flags.memory,
         uid=uid,
         gid=gid,
         namespace=flags.namespace,
-        metrics_port=metrics or None,
+        metrics_port=contract.metrics_port,
         grace_period=grace,
         prestop_sleep=prestop,
         scrape_annotations=monitor is None,
@@ -227,25 +282,65 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
     if monitor is not None:
         outputs.append(("podmonitor.yaml", render_pod_monitor(monitor)))
     if slices is not None:
-        slicing = TimeSlicing(slices, namespace=flags.device_plugin_namespace)
+        slicing = TimeSlicing(
+            slices, namespace=flags.device_plugin_namespace, name=f"{flags.name}-time-slicing"
+        )
         outputs.append(("time-slicing.yaml", render_time_slicing(slicing)))
     return outputs
 
 
-def _check_names(flags: Flags) -> None:
-    if not _DNS_LABEL.match(flags.name) or len(flags.name) > 50:
+def _refuse_control_characters(flags: Flags) -> None:
+    """No flag value holds a control or line-separating character (the strict checks below
+    refuse them too; this names the character, and covers the free-text flags)."""
+    for field_ in dataclasses.fields(flags):
+        value = getattr(flags, field_.name)
+        flag = "--" + field_.name.replace("_", "-")
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                refuse_control(flag, item, shlex.quote(EXAMPLES.get(field_.name, "1")))
+
+
+def _refuse_ignored(flags: Flags) -> None:
+    """A flag that the rendered manifests would not use is an error, not silently dropped."""
+    ignored = {"deployment": JOB_ONLY, "job": DEPLOYMENT_ONLY}.get(flags.kind, ())
+    for name in ignored:
+        if getattr(flags, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            other = "job" if flags.kind == "deployment" else "deployment"
+            raise UsageError(
+                f"{flag} shapes the {other}, which --kind {flags.kind} does not render: "
+                f"accepted: {flag} with --kind {other} or all; example: --kind all {flag} "
+                f"{shlex.quote(DEFAULTS[name])}"
+            )
+    if flags.image is not None and flags.registry is not None:
         raise UsageError(
-            f"--name {flags.name!r} is not valid: accepted: lower-case letters, digits and '-', "
-            "at most 50 characters (Kubernetes names); example: --name text-model"
+            f"--registry {flags.registry!r} prefixes the default image, and --image "
+            f"{flags.image!r} replaces it: accepted: one of them; example: --image "
+            "registry.example.com/tfgpu/tensorflow:2.21.0-gpu"
+        )
+
+
+def _check_names(flags: Flags) -> None:
+    # NAME-serve and NAME-train are label values and container names (63), and so is
+    # NAME-time-slicing: 50 leaves room for the longest suffix
+    name_rules.dns_label("--name", flags.name, "text-model", longest=50)
+    if flags.namespace is not None:
+        name_rules.dns_label("--namespace", flags.namespace, "ml")
+    name_rules.dns_label("--device-plugin-namespace", flags.device_plugin_namespace, "gpu-operator")
+    if flags.image is not None:
+        name_rules.image_reference(
+            "--image", flags.image, "registry.example.com/tfgpu/tensorflow:2.21.0-gpu"
         )
     for flag, value in (("--cpu", flags.cpu), ("--memory", flags.memory)):
-        if not _QUANTITY.match(value):
+        if not name_rules.QUANTITY.fullmatch(value):
             raise UsageError(
-                f"{flag} {value!r} is not a Kubernetes quantity; example: --cpu 2, --memory 16Gi"
+                f"{flag} {value!r} is not a Kubernetes quantity: accepted: a number with an "
+                "optional suffix (m, k, M, G, T, P, Ki, Mi, Gi, Ti, Pi); example: --cpu 2, "
+                "--memory 16Gi"
             )
 
 
-def _time_slices(flags: Flags, gpus: int) -> int | None:
+def _time_slices(flags: Flags, gpus: int, *, capped: bool) -> int | None:
     if flags.time_slicing is None:
         return None
     slices = whole_number("--time-slicing", flags.time_slicing, "4", low=2, high=64)
@@ -253,7 +348,7 @@ def _time_slices(flags: Flags, gpus: int) -> int | None:
         raise UsageError(
             "--time-slicing needs --gpus 1: a pod gets one slice (failRequestsGreaterThanOne)"
         )
-    if flags.mem_limit is None and flags.virtual_devices is None:
+    if not capped:
         raise UsageError(
             "--time-slicing shares each GPU between pods, so every pod needs a cap: "
             "pass --mem-limit",
@@ -266,8 +361,10 @@ def _time_slices(flags: Flags, gpus: int) -> int | None:
 def _shutdown(flags: Flags) -> tuple[int, int]:
     """terminationGracePeriodSeconds and the preStop sleep, which must leave the program time."""
     grace = whole_number("--grace-period", flags.grace_period, "60", high=MAX_GRACE_PERIOD)
+    if flags.kind == "job":
+        return grace, 0  # a Job has no endpoints to drain: no preStop hook
     prestop = whole_number(
-        "--prestop-sleep", flags.prestop_sleep, "5", low=0, high=MAX_GRACE_PERIOD
+        "--prestop-sleep", flags.value("prestop_sleep"), "5", low=0, high=MAX_GRACE_PERIOD
     )
     if prestop >= grace:
         raise UsageError(
@@ -282,6 +379,11 @@ def _identity(flags: Flags) -> tuple[str, int, int]:
     """The image, and the uid and gid the pods run as (the image's user unless given)."""
     uid: int | None
     gid: int | None
+    if flags.registry is not None:
+        from tfgpu_kit import catalog  # the spec's modules: only when the default image is used
+
+        catalog.check_registry("--registry", flags.registry)
+        name_rules.registry_port("--registry", flags.registry)
     if flags.image:
         image, uid, gid = flags.image, None, None
     else:
@@ -290,14 +392,16 @@ def _identity(flags: Flags) -> tuple[str, int, int]:
         except KitError as error:
             raise UsageError(f"cannot find the default image ({error}); pass --image REF") from None
     if flags.uid is not None:
+        # not 0: the pods run with runAsNonRoot, which the kubelet enforces against uid 0
         uid = gid = whole_number("--uid", flags.uid, "1000", high=2**31 - 1)
     if flags.gid is not None:
-        gid = whole_number("--gid", flags.gid, "1000", high=2**31 - 1)
-    return image, uid or 1000, gid or 1000
+        # 0 is accepted: OpenShift runs an arbitrary uid in group 0 (README: --user 12345:0)
+        gid = whole_number("--gid", flags.gid, "1000", low=0, high=2**31 - 1)
+    return image, 1000 if uid is None else uid, 1000 if gid is None else gid
 
 
 def _serve(flags: Flags, metrics: int) -> Workload:
-    port = whole_number("--port", flags.port, "8501", high=65535)
+    port = whole_number("--port", flags.value("port"), "8501", high=65535)
     if port == metrics:
         # the hook binds the metrics port at `import tensorflow`, before the server listens
         raise UsageError(
@@ -305,22 +409,29 @@ def _serve(flags: Flags, metrics: int) -> Workload:
             "server would take it and the model server could not listen; accepted: two "
             "different ports, or --metrics-port 0; example: --port 8501 --metrics-port 9401"
         )
-    path = flags.health_path
+    path = flags.value("health_path")
+    path = path if path.startswith("/") else "/" + path
+    if not _HTTP_PATH.fullmatch(path):
+        raise UsageError(
+            f"--health-path {flags.health_path!r} is not valid: accepted: an HTTP path of "
+            "letters, digits and URL punctuation (no spaces; %-encode others); example: "
+            "--health-path /healthz"
+        )
     return Workload(
         f"{flags.name}-serve",
-        _command("--serve-cmd", flags.serve_cmd),
-        replicas=whole_number("--replicas", flags.replicas, "2", low=0, high=MAX_COUNT),
+        _command("--serve-cmd", flags.value("serve_cmd")),
+        replicas=whole_number("--replicas", flags.value("replicas"), "2", low=0, high=MAX_INT32),
         port=port,
-        probe_path=path if path.startswith("/") else "/" + path,
+        probe_path=path,
     )
 
 
 def _train(flags: Flags) -> Workload:
     return Workload(
         f"{flags.name}-train",
-        _command("--train-cmd", flags.train_cmd),
-        parallelism=whole_number("--parallelism", flags.parallelism, "2", high=MAX_COUNT),
-        completions=whole_number("--completions", flags.completions, "1", high=MAX_COUNT),
+        _command("--train-cmd", flags.value("train_cmd")),
+        parallelism=whole_number("--parallelism", flags.value("parallelism"), "2", high=MAX_INT32),
+        completions=whole_number("--completions", flags.value("completions"), "1", high=MAX_INT32),
     )
 
 
@@ -344,70 +455,29 @@ def _pod_monitor(flags: Flags, metrics: int) -> PodMonitor | None:
     return PodMonitor(f"{flags.name}-metrics", pods, namespace=flags.namespace, labels=labels)
 
 
-def _variable(
-    flag: str, variable: str, value: str, check: Callable[[str, str], object]
-) -> tuple[str, str]:
-    """Validate a contract variable with the runtime's own parser; name the flag on error."""
-    try:
-        check(value, variable)
-    except ConfigError as error:
-        raise UsageError(
-            f"{flag} {value!r} is not valid: accepted: {error.accepted}; "
-            f"example: {flag} {error.example}"
-        ) from None
-    return variable, value
-
-
 def _labels(flag: str, items: list[str]) -> list[tuple[str, str]]:
-    labels = []
+    labels: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not _LABEL_KEY.match(key) or len(key) > 253 or not _LABEL_VALUE.match(value):
+        if (
+            not sep
+            or not name_rules.LABEL_KEY.fullmatch(key)
+            or len(key) > 253
+            or not name_rules.LABEL_VALUE.fullmatch(value)
+        ):
             raise UsageError(
                 f"{flag} {item!r} is not valid: accepted: KEY=VALUE with a Kubernetes label key "
                 "([prefix/]name) and value (at most 63 letters, digits, '-', '_', '.'); "
                 f"example: {flag} release=kube-prometheus-stack"
             )
-        labels.append((key, value))
-    return labels
-
-
-def _bool(value: str, variable: str) -> bool:
-    return parse_bool(variable, value)
-
-
-def _contract_env(flags: Flags, metrics_port: int | None) -> list[tuple[str, str]]:
-    env: list[tuple[str, str]] = []
-    if flags.mem_limit is not None:
-        env.append(_variable("--mem-limit", "TF_GPU_MEM_LIMIT", flags.mem_limit, parse_mem_limit))
-    if flags.virtual_devices is not None:
-        if flags.mem_limit is not None:
+        if key in labels or key == "app.kubernetes.io/managed-by":
+            # a mapping key given twice: YAML 1.2 refuses it, and the kit sets managed-by
             raise UsageError(
-                "--mem-limit and --virtual-devices exclude each other: one cap per GPU, or the "
-                "sizes of its split; example: --virtual-devices 2048,2048"
+                f"{flag} {item!r}: the label {key} is set twice: accepted: each key once, other "
+                f"than app.kubernetes.io/managed-by; example: {flag} release=kube-prometheus-stack"
             )
-        env.append(
-            _variable(
-                "--virtual-devices",
-                "TF_GPU_VIRTUAL_DEVICES",
-                flags.virtual_devices,
-                parse_virtual_devices,
-            )
-        )
-    if flags.memory_growth is not None:
-        growth = flags.memory_growth
-        env.append(_variable("--memory-growth", "TF_GPU_MEMORY_GROWTH", growth, _bool))
-    if metrics_port is not None:
-        env.append(("TF_GPU_METRICS_PORT", str(metrics_port)))
-    for item in flags.env:
-        name, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise UsageError(
-                f"--env {item!r} is not valid: accepted: NAME=VALUE; "
-                "example: --env TF_GPU_QUIET=true"
-            )
-        env.append((name, value))
-    return env
+        labels[key] = value
+    return list(labels.items())
 
 
 def _default_image(registry: str | None) -> tuple[str, int | None, int | None]:

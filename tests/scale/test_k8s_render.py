@@ -300,8 +300,16 @@ def test_security_context_uses_the_image_users_gid(
 
 
 def test_bad_gid(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["k8s", "--image", "x/y:1", "--gid", "0"]) == 2
-    assert "--gid '0' is not valid" in capsys.readouterr().err
+    assert cli.main(["k8s", "--image", "x/y:1", "--gid", "-1"]) == 2
+    assert "--gid '-1' is not valid" in capsys.readouterr().err
+
+
+def test_gid_0_is_openshifts_arbitrary_uid_group(capsys: pytest.CaptureFixture[str]) -> None:
+    # OpenShift runs an arbitrary uid in group 0; README shows the images under --user 12345:0
+    docs = render(capsys, "--uid", "12345", "--gid", "0")
+    assert _identity(docs) == [(12345, 0, 0), (12345, 0, 0)]
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
 # --- shutdown: the process ends (and gives its GPU memory back) before SIGKILL ------------------

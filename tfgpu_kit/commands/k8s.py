@@ -64,7 +64,8 @@ def _what_arguments(what: Group) -> None:
         "--name", default="tfgpu", help="base name: NAME-serve and NAME-train (default tfgpu)"
     )
     what.add_argument(
-        "--namespace", help="namespace of the workloads (default: none, kubectl's current)"
+        "--namespace",
+        help="namespace of the workloads, a DNS-1123 label (default: none, kubectl's current)",
     )
     what.add_argument(
         "--out", metavar="DIR", help="write one file per manifest into DIR instead of stdout"
@@ -77,34 +78,35 @@ def _image_arguments(image: Group) -> None:
         metavar="REF",
         help="image reference (default: the kit's newest gpu image from images/images.yaml)",
     )
-    image.add_argument("--registry", metavar="R", help="prefix the default image with registry R")
+    image.add_argument(
+        "--registry",
+        metavar="R",
+        help="prefix the default image with registry R (not with --image)",
+    )
 
 
 def _workload_arguments(run: Group) -> None:
     run.add_argument(
         "--serve-cmd",
-        default="python serve.py",
         metavar="CMD",
-        help="the model server's command line (default: %(default)s)",
+        help="Deployment: the model server's command line (default: python serve.py)",
     )
     run.add_argument(
         "--train-cmd",
-        default="python train.py",
         metavar="CMD",
-        help="the training command line (default: %(default)s)",
+        help="Job: the training command line (default: python train.py)",
     )
     run.add_argument(
-        "--port", default="8501", metavar="PORT", help="model server HTTP port (default 8501)"
+        "--port", metavar="PORT", help="Deployment: model server HTTP port (default 8501)"
     )
     run.add_argument(
         "--health-path",
-        default="/healthz",
         metavar="PATH",
-        help="HTTP path of readiness and liveness probes (default /healthz)",
+        help="Deployment: HTTP path of readiness and liveness probes (default /healthz)",
     )
-    run.add_argument("--replicas", default="1", metavar="N", help="Deployment replicas (default 1)")
-    run.add_argument("--parallelism", default="1", metavar="N", help="Job pods at once (default 1)")
-    run.add_argument("--completions", default="1", metavar="N", help="Job completions (default 1)")
+    run.add_argument("--replicas", metavar="N", help="Deployment replicas (default 1)")
+    run.add_argument("--parallelism", metavar="N", help="Job pods at once (default 1)")
+    run.add_argument("--completions", metavar="N", help="Job completions (default 1)")
 
 
 def _gpu_arguments(gpu: Group) -> None:
@@ -118,9 +120,9 @@ def _gpu_arguments(gpu: Group) -> None:
     )
     gpu.add_argument(
         "--metrics-port",
-        default="9401",
         metavar="PORT",
-        help="TF_GPU_METRICS_PORT and Prometheus annotations; 0 disables (default 9401)",
+        help="TF_GPU_METRICS_PORT, the pods' metrics containerPort and the Prometheus "
+        "annotations (or --env TF_GPU_METRICS_PORT=PORT, not both); 0 disables (default 9401)",
     )
     gpu.add_argument(
         "--time-slicing",
@@ -131,15 +133,19 @@ def _gpu_arguments(gpu: Group) -> None:
         "--device-plugin-namespace",
         default=k8s.DEVICE_PLUGIN_NAMESPACE,
         metavar="NS",
-        help="namespace of that ConfigMap: the device plugin's (default %(default)s, the GPU "
-        "Operator's; nvidia-device-plugin for NVIDIA's Helm chart as its README installs it)",
+        help="namespace of that ConfigMap (NAME-time-slicing): the device plugin's (default "
+        "%(default)s, the GPU Operator's; nvidia-device-plugin for NVIDIA's Helm chart as its "
+        "README installs it)",
     )
     gpu.add_argument(
         "--env",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="extra environment variable for both workloads (repeatable)",
+        help="extra environment variable for both workloads (repeatable); checked as the "
+        "image's runtime checks it; a variable with a flag of its own (TF_GPU_MEM_LIMIT, "
+        "TF_GPU_VIRTUAL_DEVICES, TF_GPU_MEMORY_GROWTH, TF_GPU_METRICS_PORT) comes from the flag "
+        "or from --env, not both",
     )
 
 
@@ -153,7 +159,6 @@ def _shutdown_arguments(shutdown: Group) -> None:
     )
     shutdown.add_argument(
         "--prestop-sleep",
-        default="5",
         metavar="SECONDS",
         help="Deployment: a preStop `sleep` that keeps the server answering while its endpoint "
         "is removed, before SIGTERM; 0 = no hook (default 5)",

@@ -1,0 +1,168 @@
+"""The environment `build.py k8s` writes into its pods, checked as the runtime will check it.
+
+Four contract variables have a flag of their own (--mem-limit, --virtual-devices,
+--memory-growth, --metrics-port); each may come from its flag or from `--env NAME=VALUE`, never
+from both (an error naming both: two env entries would leave the pod's value to Kubernetes'
+last-wins merge and the manifest's annotations to the flag). Whatever the source, the value
+drives everything that depends on it: `--env TF_GPU_METRICS_PORT=9999` moves the containerPort,
+the scrape annotations and the PodMonitor too. The whole environment is then parsed by the
+runtime's own `tfgpu.settings.parse_environment`, so a manifest `k8s` writes is one the image's
+`tfgpu run` accepts, and a list of caps must fit the pod's GPU count as `tfgpu.device_plan`
+requires."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tfgpu.errors import ConfigError
+from tfgpu.settings import (
+    EXAMPLE_METRICS_PORT,
+    parse_bool,
+    parse_environment,
+    parse_mem_limit,
+    parse_metrics_port,
+    parse_virtual_devices,
+)
+
+from tfgpu_kit.errors import UsageError
+from tfgpu_kit.name_rules import ENV_NAME, refuse_control
+
+
+def _bool(value: str, variable: str) -> object:
+    return parse_bool(variable, value)
+
+
+def _port(value: str, variable: str) -> object:
+    return parse_metrics_port(value, variable)
+
+
+# variable -> (its flag, the runtime's parser of it)
+FLAGGED: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "TF_GPU_MEM_LIMIT": ("--mem-limit", parse_mem_limit),
+    "TF_GPU_VIRTUAL_DEVICES": ("--virtual-devices", parse_virtual_devices),
+    "TF_GPU_MEMORY_GROWTH": ("--memory-growth", _bool),
+    "TF_GPU_METRICS_PORT": ("--metrics-port", _port),
+}
+
+
+@dataclass(frozen=True)
+class PodEnv:
+    env: list[tuple[str, str]]  # in the manifest's order
+    metrics_port: int | None  # None: no metrics server (0)
+    capped: bool  # the runtime will cap each GPU (TF_GPU_MEM_LIMIT or TF_GPU_VIRTUAL_DEVICES)
+
+
+def pod_env(flagged: dict[str, str | None], extra: list[str], gpus: int) -> PodEnv:
+    """`flagged`: variable -> its flag's value (None: flag not given); `extra`: the --env items.
+    UsageError names the flag (or `--env NAME`) of the first bad value."""
+    given = _extra(extra)
+    values: dict[str, str] = {}
+    source: dict[str, str] = {}
+    for variable, (flag, check) in FLAGGED.items():
+        from_flag, from_env = flagged.get(variable), given.pop(variable, None)
+        if from_flag is not None and from_env is not None:
+            raise UsageError(
+                f"{flag} {from_flag!r} and --env {variable}={from_env!r} set the same variable: "
+                f"accepted: one of them; example: {flag} {from_flag}"
+            )
+        value = from_flag if from_flag is not None else from_env
+        if value is None:
+            continue
+        label = flag if from_flag is not None else f"--env {variable}"
+        if not value.strip():  # the runtime would read it as unset: say so, write nothing
+            raise UsageError(
+                f"{label} is empty: accepted: a value, or leaving it out; example: "
+                f"{label}{'=' if from_flag is None else ' '}{_example(variable, '')}"
+            )
+        _check(label, variable, value, check)
+        values[variable], source[variable] = value, label
+    if "TF_GPU_MEM_LIMIT" in values and "TF_GPU_VIRTUAL_DEVICES" in values:
+        raise UsageError(
+            f"{source['TF_GPU_MEM_LIMIT']} and {source['TF_GPU_VIRTUAL_DEVICES']} exclude each "
+            "other: one cap per GPU, or the sizes of its split; example: --virtual-devices "
+            "2048,2048"
+        )
+    port_text = values.setdefault("TF_GPU_METRICS_PORT", str(EXAMPLE_METRICS_PORT))
+    source.setdefault("TF_GPU_METRICS_PORT", "--metrics-port")
+    metrics_port = parse_metrics_port(port_text)
+    if metrics_port is None:
+        del values["TF_GPU_METRICS_PORT"]  # off: the variable is simply not set
+    env = [*values.items(), *given.items()]
+    capped = _runtime_accepts(env, source, gpus)
+    return PodEnv(env, metrics_port, capped)
+
+
+def _extra(items: list[str]) -> dict[str, str]:
+    """The --env items by name; a name given twice is an error (Kubernetes keeps the last)."""
+    given: dict[str, str] = {}
+    for item in items:
+        refuse_control("--env", item, "TF_GPU_QUIET=true")
+        name, sep, value = item.partition("=")
+        if not sep or not ENV_NAME.fullmatch(name):
+            raise UsageError(
+                f"--env {item!r} is not valid: accepted: NAME=VALUE with a NAME of letters, "
+                "digits and '_' not starting with a digit; example: --env TF_GPU_QUIET=true"
+            )
+        if name in given:
+            raise UsageError(
+                f"--env {name} is given twice ({given[name]!r} and {value!r}): accepted: each "
+                f"variable once; example: --env {name}={value}"
+            )
+        given[name] = value
+    return given
+
+
+def _example(variable: str, label: str) -> str:
+    examples = {
+        "TF_GPU_MEM_LIMIT": "6GiB",
+        "TF_GPU_VIRTUAL_DEVICES": "2048,2048",
+        "TF_GPU_MEMORY_GROWTH": "true",
+        "TF_GPU_METRICS_PORT": str(EXAMPLE_METRICS_PORT),
+    }
+    example = examples.get(variable, "VALUE")
+    return f"{variable}={example}" if label.startswith("--env") else example
+
+
+def _refusal(label: str, error: ConfigError) -> UsageError:
+    why = f" ({error.why})" if error.why else ""
+    if label.startswith("--env "):
+        shown = f"--env {error.variable}={error.value!r}"
+        example = f"--env {error.variable}={error.example}"
+    else:
+        shown, example = f"{label} {error.value!r}", f"{label} {error.example}"
+    return UsageError(f"{shown} is not valid{why}: accepted: {error.accepted}; example: {example}")
+
+
+def _check(label: str, variable: str, value: str, check: Callable[[str, str], object]) -> None:
+    """One contract value by its runtime parser (also when TF_GPU_CONFIG=off would skip it)."""
+    try:
+        check(value, variable)
+    except ConfigError as error:
+        raise _refusal(label, error) from None
+
+
+def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: int) -> bool:
+    """Parse the pod's whole environment as `tfgpu run` will; True when it caps each GPU."""
+    try:
+        settings = parse_environment(dict(env))
+    except ConfigError as error:
+        raise _refusal(source.get(error.variable, f"--env {error.variable}"), error) from None
+    if not settings.enabled:
+        return False
+    # tfgpu.device_plan: one value for every GPU, or exactly one per visible GPU
+    lists = (
+        ("TF_GPU_MEM_LIMIT", settings.mem_limit),
+        ("TF_GPU_VIRTUAL_DEVICES", settings.virtual_devices),
+    )
+    for variable, parsed in lists:
+        if parsed is not None and len(parsed) not in (1, gpus):
+            label, value = source.get(variable, f"--env {variable}"), dict(env)[variable]
+            shown = f"{label}={value!r}" if label.startswith("--env") else f"{label} {value!r}"
+            raise UsageError(
+                f"{shown} is not valid ({len(parsed)} values for --gpus {gpus}): accepted: one "
+                f"value for every GPU of the pod, or exactly one per GPU ({gpus}); example: "
+                f"{label}{'=' if label.startswith('--env') else ' '}"
+                f"{_example(variable, '')}"
+            )
+    return settings.asks_for_gpu_config
