@@ -254,7 +254,7 @@ def test_real_tensorflow_whose_cpu_allocator_keeps_no_statistics() -> None:
     finally:
         code, err = child.close()
     assert code == 0, err
-    assert "tfgpu: warning" not in err, err
+    assert "tfgpu: warning: metrics" not in err, err
 
 
 # --- the GPU code paths, against the stand-ins of tf.config and pynvml (NOT a GPU) ------------
