@@ -5,23 +5,62 @@ Understood: `deploy.resources.reservations.devices` and the service-level `gpus:
 runtime), `CUDA_VISIBLE_DEVICES`, `deploy.replicas`/`scale`, `profiles`, and the
 label `io.tfgpu.processes` (TensorFlow processes per container, default 1).
 Not resolved but reported: `${VAR}` interpolation and `env_file`, whose values
-come from outside the file."""
+come from outside the file.
+
+What Compose or Docker refuses is refused here, with the rule's source:
+- the compose-spec schema (compose-spec/compose-spec schema/compose-spec.json @ b2835e8a):
+  `services` maps names matching `^[a-zA-Z0-9._-]+$` to mappings; `environment` and `labels` are
+  `list_or_dict` (values: string, number, boolean, null; list items: strings); `device_ids` and
+  `profiles` are `list_of_strings` (unique); `count` is a string or an integer; `gpus` is "all" or
+  a list of mappings;
+- compose-go (compose-spec/compose-go types/device.go @ 01608cf3, DeviceRequest): `count` and
+  `device_ids` are exclusive, `capabilities` is mandatory in `deploy…devices`, a count string is
+  "all" (any case) or an integer, no count means all;
+- moby (moby/moby daemon/nvidia_linux.go @ 5c487368, setNvidiaGPUs): Count and DeviceIDs
+  together are refused ("cannot set both Count and DeviceIDs on device request"), a negative
+  count gives all GPUs, a positive one the first N (countToDevices)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfgpu.settings import is_ascii_number
 
+from tfgpu_kit.errors import UsageError
 from tfgpu_kit.fleet_budget import devices, envvars
+from tfgpu_kit.fleet_budget.fields import (
+    MAX_COUNT,
+    is_scalar,
+    mapping,
+    quoted,
+    refuse,
+    sequence,
+    text,
+)
 from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.yamlfile import shown
 
 PROCESSES_LABEL = "io.tfgpu.processes"
+# compose-spec.json: properties.services.patternProperties
+SERVICE_NAME = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
+# compose-go DeviceCount: strconv.ParseInt(v, 10, 64) after "all"
+_GO_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_ENV_EXAMPLE = "environment: {TF_GPU_MEM_LIMIT: 6GiB} or environment: [TF_GPU_MEM_LIMIT=6GiB]"
+_DEVICE_EXAMPLE = "devices: [{driver: nvidia, capabilities: [gpu], device_ids: ['0']}]"
 
 
 def is_compose(doc: object) -> bool:
     return isinstance(doc, Mapping) and isinstance(doc.get("services"), Mapping)
+
+
+@dataclass
+class Read:
+    workloads: list[Workload] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    profiles: set[str] = field(default_factory=set)  # every profile a service names
 
 
 def read(
@@ -30,44 +69,69 @@ def read(
     source: str,
     host_gpus: Sequence[str] | None,
     profiles: Sequence[str] = (),
-) -> tuple[list[Workload], list[str]]:
-    """Workloads of the services that see a GPU, and notes about the file."""
-    workloads: list[Workload] = []
-    notes: list[str] = []
+) -> Read:
+    """Workloads of the services that see a GPU, notes about the file, and its profiles."""
+    out = Read()
     for name, service in doc["services"].items():
+        if not isinstance(name, str) or not SERVICE_NAME.fullmatch(name):
+            raise refuse(
+                source,
+                "a service name",
+                name,
+                "letters, digits, '.', '_' and '-' (compose-spec)",
+                "text-model",
+            )
+        where = f"services.{name}"
         if not isinstance(service, Mapping):
-            continue
-        wanted = service.get("profiles") or []
-        if isinstance(wanted, str):  # `profiles: dev` is one profile, not three letters
-            wanted = [wanted]
+            raise refuse(
+                source,
+                where,
+                service,
+                "a mapping (compose-spec: a service is a mapping)",
+                f"services: {{{name}: {{image: tfgpu/tensorflow:2.21.0-gpu}}}}",
+            )
+        wanted = _profiles(source, where, service.get("profiles"))
+        out.profiles.update(wanted)
         if wanted and not set(wanted) & set(profiles):
-            notes.append(
-                f"{source}: service {name!r} skipped: only starts with profile(s) "
-                f"{', '.join(map(str, wanted))} (pass --profile to include it)"
+            out.notes.append(
+                f"{shown(source)}: service '{name}' skipped: only starts with profile(s) "
+                f"{', '.join(shown(p) for p in wanted)} (pass --profile to include it)"
             )
             continue
-        workload = _service(str(name), service, source=source, host_gpus=host_gpus)
+        workload = _service(name, service, source=source, host_gpus=host_gpus)
         if workload is not None:
-            workloads.append(workload)
-    return workloads, notes
+            out.workloads.append(workload)
+    return out
+
+
+def _profiles(source: str, where: str, raw: object) -> list[str]:
+    """`profiles:`; a string is one profile (compose-go's StringList), not its letters."""
+    if isinstance(raw, str):
+        return [raw]
+    found = sequence(source, f"{where}.profiles", raw, "profiles: [debug]")
+    for item in found:
+        text(source, f"{where}.profiles[]", item, "profiles: [debug]")
+    return found
 
 
 def _service(
     name: str, service: Mapping[str, Any], *, source: str, host_gpus: Sequence[str] | None
 ) -> Workload | None:
-    env, unresolved = _environment(service.get("environment"))
-    if service.get("env_file"):
+    where = f"services.{name}"
+    env, unresolved = _environment(source, f"{where}.environment", service.get("environment"))
+    env_file = service.get("env_file")
+    if env_file:
         unresolved.append(
             Unresolved(
                 "env_file",
-                f"env_file {service['env_file']!r} is not read: variables set only there "
-                "(caps, visible devices) are unknown to the plan",
+                f"env_file {_env_files(source, where, env_file)} is not read: variables set "
+                "only there (caps, visible devices) are unknown to the plan",
             )
         )
-    gpus = _gpus(name, service, env, unresolved, host_gpus)
+    gpus = _gpus(source, where, service, env, unresolved, host_gpus)
     if gpus is None:
         return None
-    replicas, processes = _counts(service, unresolved)
+    replicas, processes = _counts(source, where, service, unresolved)
     return Workload(
         who=name,
         source=source,
@@ -76,50 +140,79 @@ def _service(
         env=env,
         unresolved=unresolved,
         processes=processes,
-        fix_hint=f"services.{name}.environment",
+        fix_hint=f"{where}.environment",
     )
 
 
-def _environment(raw: object) -> tuple[dict[str, str], list[Unresolved]]:
-    """Compose's `environment` as a dict of known values, plus what is unknown."""
+def _env_files(source: str, where: str, raw: object) -> str:
+    """compose-spec `env_file`: a path, or a list of paths or {path: …} mappings."""
+    if isinstance(raw, str):
+        return f"'{shown(raw)}'"
+    items = sequence(source, f"{where}.env_file", raw, "env_file: .env")
+    paths = []
+    for item in items:
+        path = (
+            mapping(source, f"{where}.env_file[]", item, "env_file: [{path: .env}]").get("path")
+            if not isinstance(item, str)
+            else item
+        )
+        paths.append(f"'{shown(text(source, f'{where}.env_file[].path', path, 'path: .env'))}'")
+    return ", ".join(paths) if len(paths) <= 3 else f"({len(paths)} files)"
+
+
+def _environment(source: str, where: str, raw: object) -> tuple[dict[str, str], list[Unresolved]]:
+    """Compose's `environment` (list_or_dict) as a dict of known values, plus what is unknown."""
     pairs: list[tuple[str, object]] = []
-    if isinstance(raw, Mapping):
-        pairs = [(str(k), v) for k, v in raw.items()]
-    elif isinstance(raw, list):
+    if isinstance(raw, list):
         for item in raw:
-            key, sep, text = str(item).partition("=")
-            pairs.append((key, text if sep else None))
+            key, sep, value = text(source, f"{where}[]", item, _ENV_EXAMPLE).partition("=")
+            pairs.append((key, value if sep else None))
+    else:
+        for key, value in mapping(source, where, raw, _ENV_EXAMPLE).items():
+            name = text(source, f"{where} key", key, _ENV_EXAMPLE)
+            if not is_scalar(value):
+                raise refuse(
+                    source,
+                    f"{where}.{shown(name)}",
+                    value,
+                    "a string, number, boolean or null (compose-spec list_or_dict)",
+                    _ENV_EXAMPLE,
+                )
+            pairs.append((name, value))
     env: dict[str, str] = {}
     unresolved: list[Unresolved] = []
-    for key, value in pairs:
+    for key, raw in pairs:
         if not envvars.relevant(key):
             continue
-        if value is None:
+        if raw is None:
             unresolved.append(Unresolved(key, "its value is taken from the shell running compose"))
             continue
-        text = envvars.scalar_text(value)
-        if envvars.compose_interpolated(text):
-            unresolved.append(Unresolved(key, f"{text!r} is interpolated from the shell"))
+        value_text = envvars.scalar_text(raw)
+        if envvars.compose_interpolated(value_text):
+            unresolved.append(
+                Unresolved(key, f"'{shown(value_text)}' is interpolated from the shell")
+            )
             continue
-        env[key] = text.replace("$$", "$")
+        env[key] = value_text.replace("$$", "$")
     return env, unresolved
 
 
 def _gpus(
-    name: str,
+    source: str,
+    where: str,
     service: Mapping[str, Any],
     env: Mapping[str, str],
     unresolved: list[Unresolved],
     host_gpus: Sequence[str] | None,
 ) -> GpuRequest | None:
     """The GPUs the service's processes see; None when it sees none."""
-    requests = _device_requests(service)
+    requests = _device_requests(source, where, service)
     if requests:
         ids: list[str] = []
-        for request in requests:
-            resolved = _request_ids(request, host_gpus)
-            if isinstance(resolved, str):
-                return GpuRequest(Placement.UNKNOWN, reason=resolved)
+        for request_where, request in requests:
+            resolved = _request_ids(source, request_where, request, host_gpus)
+            if isinstance(resolved, GpuRequest):
+                return resolved
             ids.extend(gpu for gpu in resolved if gpu not in ids)
     elif "NVIDIA_VISIBLE_DEVICES" in env:
         listed = devices.nvidia_visible(env["NVIDIA_VISIBLE_DEVICES"], host_gpus)
@@ -127,11 +220,16 @@ def _gpus(
             return GpuRequest(
                 Placement.UNKNOWN, reason=_NEEDS_COUNT.format("NVIDIA_VISIBLE_DEVICES=all")
             )
+        if isinstance(listed, str):
+            return GpuRequest(Placement.REFUSED, reason=listed)
         ids = listed
     elif any(u.what == "NVIDIA_VISIBLE_DEVICES" for u in unresolved):
         return GpuRequest(Placement.UNKNOWN, reason="NVIDIA_VISIBLE_DEVICES is not known")
     else:
         return None
+    missing = devices.beyond_host(ids, host_gpus)
+    if missing is not None:
+        return GpuRequest(Placement.REFUSED, reason=_no_such_gpu(missing, host_gpus))
     if any(u.what == "CUDA_VISIBLE_DEVICES" for u in unresolved):
         return GpuRequest(Placement.UNKNOWN, reason="CUDA_VISIBLE_DEVICES is not known")
     if "CUDA_VISIBLE_DEVICES" in env:
@@ -147,68 +245,180 @@ _NEEDS_COUNT = (
 )
 
 
-def _device_requests(service: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _no_such_gpu(gpu: str, host_gpus: Sequence[str] | None) -> str:
+    have = (
+        f"the host has {len(host_gpus)} (--gpu-count or NVML)"
+        if host_gpus is not None
+        else f"plan takes at most {devices.MAX_GPUS} per host"
+    )
+    return f"GPU {gpu} does not exist: {have}; the container would not start"
+
+
+def _device_requests(
+    source: str, where: str, service: Mapping[str, Any]
+) -> list[tuple[str, Mapping[str, Any]]]:
     """GPU device requests from `deploy.resources.reservations.devices` and `gpus:`."""
-    found: list[Mapping[str, Any]] = []
-    deploy = service.get("deploy") or {}
-    reserved = ((deploy.get("resources") or {}).get("reservations") or {}).get("devices") or []
-    for request in reserved:
-        if isinstance(request, Mapping) and _is_gpu(request):
-            found.append(request)
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    path = f"{where}.deploy"
+    deploy = mapping(source, path, service.get("deploy"), "deploy: {replicas: 2}")
+    resources = mapping(source, f"{path}.resources", deploy.get("resources"), "resources: {}")
+    path += ".resources.reservations"
+    reserved = mapping(source, path, resources.get("reservations"), "reservations: {}")
+    path += ".devices"
+    for index, request in enumerate(
+        sequence(source, path, reserved.get("devices"), _DEVICE_EXAMPLE)
+    ):
+        item = f"{path}[{index}]"
+        request = mapping(source, item, request, _DEVICE_EXAMPLE)
+        if "capabilities" not in request:
+            raise refuse(
+                source,
+                f"{item}.capabilities",
+                None,
+                "a list of capabilities: compose-go requires it in a device request",
+                "capabilities: [gpu]",
+            )
+        if _is_gpu(source, item, request):
+            found.append((item, request))
     gpus = service.get("gpus")
-    if gpus == "all":
-        found.append({"count": "all"})
-    elif isinstance(gpus, list):
-        found.extend(r for r in gpus if isinstance(r, Mapping))
+    if gpus is None:
+        return found
+    if isinstance(gpus, str):
+        if gpus != "all":
+            raise refuse(
+                source, f"{where}.gpus", gpus, "'all' or a list of device requests", "gpus: all"
+            )
+        found.append((f"{where}.gpus", {"count": "all"}))
+        return found
+    for index, request in enumerate(sequence(source, f"{where}.gpus", gpus, "gpus: all")):
+        item = f"{where}.gpus[{index}]"
+        found.append((item, mapping(source, item, request, "gpus: [{device_ids: ['0']}]")))
     return found
 
 
-def _is_gpu(request: Mapping[str, Any]) -> bool:
-    capabilities = request.get("capabilities") or []
-    return "gpu" in capabilities or request.get("driver") == "nvidia"
+def _is_gpu(source: str, where: str, request: Mapping[str, Any]) -> bool:
+    raw = request["capabilities"]
+    capabilities = (
+        [raw]
+        if isinstance(raw, str)
+        else sequence(source, f"{where}.capabilities", raw, "capabilities: [gpu]")
+    )
+    for item in capabilities:
+        text(source, f"{where}.capabilities[]", item, "capabilities: [gpu]")
+    driver = request.get("driver")
+    if driver is not None:
+        text(source, f"{where}.driver", driver, "driver: nvidia")
+    return "gpu" in capabilities or driver == "nvidia"
 
 
-def _request_ids(request: Mapping[str, Any], host_gpus: Sequence[str] | None) -> list[str] | str:
-    """Host GPU ids of one device request, or why they cannot be known."""
-    ids = request.get("device_ids")
-    count = request.get("count", "all" if ids is None else None)
-    if ids is not None:
-        texts = [str(i) for i in ids]
-        if any(envvars.compose_interpolated(t) for t in texts):
-            return f"device_ids {texts} are interpolated from the shell"
-        return texts
-    # -1 is Docker's spelling of "all" (compose's `count: -1`): before the integer branch
-    if str(count) == "all" or (count == -1 and not isinstance(count, bool)):
+def _request_ids(
+    source: str, where: str, request: Mapping[str, Any], host_gpus: Sequence[str] | None
+) -> list[str] | GpuRequest:
+    """Host GPU ids of one device request, or a GpuRequest saying why they cannot be known or
+    why the container would not start."""
+    if "count" in request and "device_ids" in request:
+        raise UsageError(
+            f"{shown(source)}: {where} has both count and device_ids: accepted: one of them "
+            "(compose-go: they are exclusive; Docker: cannot set both Count and DeviceIDs on "
+            "device request); example: device_ids: ['0', '1'] (or count: 2)"
+        )
+    if "device_ids" in request:
+        return _device_ids(source, f"{where}.device_ids", request["device_ids"])
+    count = _count(source, f"{where}.count", request.get("count", "all"))
+    if isinstance(count, GpuRequest):
+        return count
+    if count < 0:  # moby: a negative count is NVIDIA_VISIBLE_DEVICES=all
         if host_gpus is None:
-            return _NEEDS_COUNT.format("count: all")
+            return GpuRequest(Placement.UNKNOWN, reason=_NEEDS_COUNT.format("count: all"))
         return list(host_gpus)
-    if isinstance(count, int) and not isinstance(count, bool):
-        return devices.first_n(count, host_gpus)
-    return f"device count {count!r} is not a number or 'all'"
+    chosen = devices.first_n(count, host_gpus)
+    if isinstance(chosen, str):
+        return GpuRequest(Placement.REFUSED, reason=chosen)
+    return chosen
+
+
+def _device_ids(source: str, where: str, raw: object) -> list[str] | GpuRequest:
+    example = "device_ids: ['0', '1']"
+    ids = sequence(source, where, raw, example)
+    for gpu in ids:
+        text(source, f"{where}[]", gpu, example)
+    if any(envvars.compose_interpolated(gpu) for gpu in ids):
+        return GpuRequest(Placement.UNKNOWN, reason=f"{where} is interpolated from the shell")
+    for gpu in ids:
+        if not devices.valid_id(gpu):
+            raise refuse(source, f"{where}[]", gpu, devices.ID_ACCEPTED, example)
+    if len(set(ids)) != len(ids):
+        raise refuse(source, where, ids, "each GPU once (compose-spec: unique items)", example)
+    return list(ids)
+
+
+def _count(source: str, where: str, raw: object) -> int | GpuRequest:
+    """A device count as compose-go reads it: an integer, or a string "all" (-1) or integer."""
+    accepted = "a whole number of GPUs or 'all' (compose-go DeviceCount)"
+    if isinstance(raw, str):
+        if raw.lower() == "all":
+            return -1
+        if envvars.compose_interpolated(raw):
+            return GpuRequest(Placement.UNKNOWN, reason=f"{where} is interpolated from the shell")
+        if not _GO_INT.fullmatch(raw) or len(raw) > 20:
+            raise refuse(source, where, raw, accepted, "count: 1")
+        raw = int(raw)
+    if not isinstance(raw, int) or isinstance(raw, bool):
+        raise refuse(source, where, raw, accepted, "count: 1")
+    if raw.bit_length() > 63:  # compose-go: int64
+        raise refuse(source, where, raw, accepted + ", within 64 bits", "count: 1")
+    return raw
 
 
 def _container_order(ids: list[str]) -> list[str]:
     """Inside the container, CUDA numbers the GPUs it was given from 0, in host order."""
     if all(is_ascii_number(i) for i in ids):
-        return sorted(ids, key=int)
+        return sorted(ids, key=lambda gpu: (len(gpu.lstrip("0")), gpu.lstrip("0")))
     return ids
 
 
-def _counts(service: Mapping[str, Any], unresolved: list[Unresolved]) -> tuple[int, int]:
+def _counts(
+    source: str, where: str, service: Mapping[str, Any], unresolved: list[Unresolved]
+) -> tuple[int, int]:
     """(replicas, TensorFlow processes per replica)."""
-    deploy = service.get("deploy") or {}
+    deploy = mapping(source, f"{where}.deploy", service.get("deploy"), "deploy: {replicas: 2}")
     raw = deploy.get("replicas", service.get("scale", 1))
-    replicas = _positive(raw, "replicas", unresolved)
-    labels = service.get("labels") or {}
-    if isinstance(labels, list):
-        labels = dict(str(item).partition("=")[::2] for item in labels)
-    processes = _positive(labels.get(PROCESSES_LABEL, 1), PROCESSES_LABEL, unresolved)
+    replicas = _positive(source, f"{where}.deploy.replicas", raw, "replicas", unresolved)
+    labels_where = f"{where}.labels"
+    raw_labels = service.get("labels")
+    labels: dict[str, object] = {}
+    if isinstance(raw_labels, list):
+        for item in raw_labels:
+            key, _, value = text(source, f"{labels_where}[]", item, "labels: [a=b]").partition("=")
+            labels[key] = value
+    else:
+        for key, value in mapping(source, labels_where, raw_labels, "labels: {a: b}").items():
+            if not is_scalar(value):
+                raise refuse(
+                    source,
+                    f"{labels_where} value",
+                    value,
+                    "a string, number, boolean or null",
+                    "labels: {io.tfgpu.processes: '4'}",
+                )
+            labels[text(source, f"{labels_where} key", key, "labels: {a: b}")] = value
+    processes = _positive(
+        source,
+        f"{labels_where}.{PROCESSES_LABEL}",
+        labels.get(PROCESSES_LABEL, 1),
+        PROCESSES_LABEL,
+        unresolved,
+    )
     return replicas, processes
 
 
-def _positive(raw: object, what: str, unresolved: list[Unresolved]) -> int:
-    text = envvars.scalar_text(raw)
-    if is_ascii_number(text):
-        return int(text)
-    unresolved.append(Unresolved(what, f"{text!r} is not a whole number; counted as 1"))
+def _positive(source: str, where: str, raw: object, what: str, unresolved: list[Unresolved]) -> int:
+    """A count compose takes as an integer or a string of one (compose-spec: integer or string);
+    anything else is reported and counted as 1."""
+    if not is_scalar(raw):
+        raise refuse(source, where, raw, "a whole number", "2")
+    value_text = envvars.scalar_text(raw)
+    if is_ascii_number(value_text) and len(value_text) <= 10 and int(value_text) <= MAX_COUNT:
+        return int(value_text)
+    unresolved.append(Unresolved(what, f"{quoted(raw)} is not a whole number; counted as 1"))
     return 1

@@ -6,23 +6,54 @@ and exclusive unless the plugin's time-slicing config (a ConfigMap in the input,
 or --time-slicing) advertises each GPU as several replicas. Environment values
 are resolved from `value`, and from ConfigMaps in the input (`configMapKeyRef`,
 `envFrom.configMapRef`); Secrets, field references and `$(VAR)` expansions are
-reported as unknown."""
+reported as unknown.
+
+What the API server refuses is refused here (kubernetes/kubernetes
+pkg/apis/core/validation/validation.go @ a7264f95, ValidateResourceRequirements and
+ValidateResourceQuantityValue): an `nvidia.com/gpu` amount is a quantity
+(staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go @ 143ac994) that is a whole number
+≥ 0; a request needs a limit ("Limit must be set for non overcommitable resources") and must equal
+it. ConfigMap data, annotations and `env[].value` are strings (map[string]string and string in
+the API types), counts are int32. A `kind: List` is expanded to at most MAX_OBJECTS objects and
+MAX_LIST_DEPTH nested lists."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import yaml
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.fleet_budget import envvars
+from tfgpu_kit.errors import UsageError
+from tfgpu_kit.fleet_budget import devices, envvars
+from tfgpu_kit.fleet_budget.fields import (
+    MAX_COUNT,
+    mapping,
+    quoted,
+    refuse,
+    sequence,
+    text,
+)
 from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.yamlfile import YamlLimitError, load_text, shown
 
 GPU_RESOURCE_PREFIX = "nvidia.com/gpu"
 PROCESSES_ANNOTATION = "tfgpu.io/processes"
 _TEMPLATED = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
+MAX_OBJECTS = 10_000  # objects per input file, `kind: List` items included
+MAX_LIST_DEPTH = 8  # a List inside a List inside …
+# quantity.go: <signedNumber><suffix>, suffix binarySI | decimalExponent | decimalSI
+_QUANTITY = re.compile(
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?[0-9]+)|(?P<decimal>[munkMGTPE]?))",
+    re.ASCII,
+)
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 
 def is_manifest(doc: object) -> bool:
@@ -38,17 +69,52 @@ class Cluster:
     notes: list[str] = field(default_factory=list)
 
 
-def flatten(docs: Iterable[object]) -> list[Mapping[str, Any]]:
-    """Manifests, with `kind: List` expanded and empty documents dropped."""
+def flatten(docs: Iterable[object], source: str = "") -> list[Mapping[str, Any]]:
+    """Manifests, with `kind: List` expanded (iteratively, bounded in count and nesting) and
+    empty documents dropped."""
     out: list[Mapping[str, Any]] = []
-    for doc in docs:
-        if is_manifest(doc):
-            assert isinstance(doc, Mapping)
-            if doc["kind"] == "List":
-                out.extend(flatten(doc.get("items") or []))
-            else:
-                out.append(doc)
+    stack: list[tuple[object, int]] = [(doc, 0) for doc in reversed(list(docs))]
+    while stack:
+        doc, depth = stack.pop()
+        if not is_manifest(doc):
+            if depth:
+                raise refuse(
+                    source,
+                    "an item of a kind: List",
+                    doc,
+                    "a Kubernetes object (apiVersion, kind)",
+                    "items: [{apiVersion: v1, kind: Pod, …}]",
+                )
+            continue
+        assert isinstance(doc, Mapping)
+        kind = text(source, "kind", doc["kind"], "kind: Deployment")
+        text(source, f"{shown(kind)} apiVersion", doc["apiVersion"], "apiVersion: apps/v1")
+        if kind != "List":
+            out.append(doc)
+            if len(out) > MAX_OBJECTS:
+                raise UsageError(
+                    f"{shown(source)}: more than {MAX_OBJECTS:,} Kubernetes objects: accepted: "
+                    f"at most {MAX_OBJECTS:,} per file; example: split the file"
+                )
+            continue
+        if depth >= MAX_LIST_DEPTH:
+            raise UsageError(
+                f"{shown(source)}: a kind: List nested {depth + 1} deep: accepted: at most "
+                f"{MAX_LIST_DEPTH}; example: one kind: List with the objects as its items"
+            )
+        items = sequence(source, "List items", doc.get("items"), "items: [{kind: Pod, …}]")
+        if len(items) > MAX_OBJECTS:
+            raise UsageError(
+                f"{shown(source)}: a kind: List of {len(items):,} items: accepted: at most "
+                f"{MAX_OBJECTS:,} objects per file; example: split the file"
+            )
+        stack.extend((item, depth + 1) for item in reversed(items))
     return out
+
+
+def _name(source: str, kind: str, meta: Mapping[str, Any]) -> str:
+    name = meta.get("name", "?")
+    return text(source, f"{shown(kind)} metadata.name", name, "metadata: {name: serve}")
 
 
 def survey(manifests: Iterable[Mapping[str, Any]], *, source: str, cluster: Cluster) -> None:
@@ -56,45 +122,66 @@ def survey(manifests: Iterable[Mapping[str, Any]], *, source: str, cluster: Clus
     for doc in manifests:
         if doc["kind"] != "ConfigMap":
             continue
-        meta = doc.get("metadata") or {}
-        data = {str(k): str(v) for k, v in (doc.get("data") or {}).items()}
-        cluster.config_maps[(_namespace(meta), str(meta.get("name")))] = data
-        for key, text in data.items():
-            for resource, replicas in _time_slicing(text).items():
+        meta = mapping(source, "ConfigMap metadata", doc.get("metadata"), "metadata: {name: x}")
+        name = _name(source, "ConfigMap", meta)
+        where = f"ConfigMap {shown(name)} data"
+        data: dict[str, str] = {}
+        for key, value in mapping(source, where, doc.get("data"), "data: {key: value}").items():
+            data[text(source, f"{where} key", key, "data: {key: value}")] = text(
+                source,
+                f"{where}.{shown(str(key))}",
+                value,
+                "data: {TF_GPU_MEM_LIMIT: '6GiB'} (ConfigMap data values are strings)",
+            )
+        cluster.config_maps[(_namespace(source, meta), name)] = data
+        for key, config in data.items():
+            for resource, replicas in _time_slicing(config).items():
                 known = cluster.slices.get(resource)
                 if known is not None and known != replicas:
                     cluster.notes.append(
-                        f"{source}: time-slicing for {resource} differs between node configs "
-                        f"({known} and {replicas} per GPU); the plan assumes the larger"
+                        f"{shown(source)}: time-slicing for {shown(resource)} differs between node "
+                        f"configs ({known} and {replicas} per GPU); the plan assumes the larger"
                     )
                 cluster.slices[resource] = max(replicas, known or 0)
                 cluster.notes.append(
-                    f"{source}: ConfigMap {meta.get('name')}[{key}] shares each GPU as "
-                    f"{replicas} × {resource} (device-plugin time-slicing)"
+                    f"{shown(source)}: ConfigMap {shown(name)}[{shown(key)}] shares each GPU as "
+                    f"{replicas} × {shown(resource)} (device-plugin time-slicing)"
                 )
 
 
-def _time_slicing(text: str) -> dict[str, int]:
+def _time_slicing(config_text: str) -> dict[str, int]:
     """`sharing.timeSlicing.resources[]` of an NVIDIA device-plugin config, keyed by the
-    resource name pods request (`<name>.shared` when renamed by default)."""
+    resource name pods request (`<name>.shared` when renamed by default). Text that is not such a
+    config (not YAML, over the YAML budgets, another shape) is not one: {}."""
     try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError:
+        docs = load_text(config_text)
+    except (yaml.YAMLError, YamlLimitError):
         return {}
+    config = docs[0] if len(docs) == 1 else None
     if not isinstance(config, Mapping):
         return {}
-    slicing = (config.get("sharing") or {}).get("timeSlicing") or {}
+    sharing = config.get("sharing")
+    slicing = sharing.get("timeSlicing") if isinstance(sharing, Mapping) else None
     if not isinstance(slicing, Mapping):
         return {}
-    rename_all = bool(slicing.get("renameByDefault"))
+    rename_all = slicing.get("renameByDefault") is True
+    entries = slicing.get("resources")
     found: dict[str, int] = {}
-    for entry in slicing.get("resources") or []:
-        if not isinstance(entry, Mapping) or not is_ascii_number(str(entry.get("replicas", ""))):
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping):
             continue
-        name = str(entry.get("rename") or entry.get("name"))
-        if rename_all and not entry.get("rename"):
-            name += ".shared"
-        found[name] = int(entry["replicas"])
+        replicas = entry.get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            continue
+        if not 1 <= replicas <= MAX_COUNT:
+            continue
+        name, rename = entry.get("name"), entry.get("rename")
+        if not isinstance(name, str) or not isinstance(rename, str | None):
+            continue
+        resource = rename or name
+        if rename_all and not rename:
+            resource += ".shared"
+        found[resource] = replicas
     return found
 
 
@@ -103,24 +190,37 @@ def read(
 ) -> list[Workload]:
     workloads: list[Workload] = []
     for doc in manifests:
-        found = _pod_template(doc)
+        found = _pod_template(source, doc)
         if found is None:
             continue
         template, replicas, unresolved_replicas = found
-        kind, name = doc["kind"], (doc.get("metadata") or {}).get("name", "?")
-        meta = template.get("metadata") or {}
-        namespace = _namespace(doc.get("metadata") or {})
-        spec = template.get("spec") or {}
-        containers = list(spec.get("containers") or [])
-        # Sidecars (init containers that keep running) run beside the main containers.
-        containers += [
-            c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+        kind = doc["kind"]
+        top_meta = mapping(source, f"{kind} metadata", doc.get("metadata"), "metadata: {name: x}")
+        name = _name(source, kind, top_meta)
+        where = f"{kind}/{name}"
+        meta = mapping(source, f"{where} template metadata", template.get("metadata"), "{}")
+        namespace = _namespace(source, top_meta)
+        spec = mapping(source, f"{where} pod spec", template.get("spec"), "spec: {containers: […]}")
+        example = "containers: [{name: tf, image: …}]"
+        containers = [
+            mapping(source, f"{where} containers[]", c, example)
+            for c in sequence(source, f"{where} containers", spec.get("containers"), example)
         ]
-        annotations = meta.get("annotations") or {}
+        # Sidecars (init containers that keep running) run beside the main containers.
+        for init in sequence(
+            source, f"{where} initContainers", spec.get("initContainers"), example
+        ):
+            init = mapping(source, f"{where} initContainers[]", init, example)
+            if init.get("restartPolicy") == "Always":
+                containers.append(init)
+        annotations = _strings(source, f"{where} annotations", meta.get("annotations"))
         for container in containers:
+            container_name = text(
+                source, f"{where} container name", container.get("name", "?"), "name: tf"
+            )
             workload = _container(
                 container,
-                who=f"{kind}/{name}[{container.get('name', '?')}]",
+                who=f"{where}[{container_name}]",
                 source=source,
                 namespace=namespace,
                 cluster=cluster,
@@ -132,56 +232,69 @@ def read(
                 workload.unresolved.append(unresolved_replicas)
             if kind == "DaemonSet":
                 workload.notes.append("a DaemonSet runs one pod per node; counted once per node")
-            processes = envvars.scalar_text(annotations.get(PROCESSES_ANNOTATION, 1))
-            if is_ascii_number(processes):
+            processes = annotations.get(PROCESSES_ANNOTATION, "1")
+            if is_ascii_number(processes) and len(processes) <= 10 and int(processes) <= MAX_COUNT:
                 workload.processes = int(processes)
             else:
                 workload.unresolved.append(
                     Unresolved(
-                        PROCESSES_ANNOTATION, f"{processes!r} is not a whole number; counted as 1"
+                        PROCESSES_ANNOTATION,
+                        f"{quoted(processes)} is not a whole number; counted as 1",
                     )
                 )
             workloads.append(workload)
     return workloads
 
 
-def _namespace(meta: Mapping[str, Any]) -> str:
-    return str(meta.get("namespace") or "default")
+def _strings(source: str, where: str, raw: object) -> dict[str, str]:
+    """A map[string]string of the API (annotations, labels)."""
+    out: dict[str, str] = {}
+    example = "annotations: {tfgpu.io/processes: '2'}"
+    for key, value in mapping(source, where, raw, example).items():
+        key_text = text(source, f"{where} key", key, example)
+        out[key_text] = text(source, f"{where}.{shown(key_text)}", value, example)
+    return out
+
+
+def _namespace(source: str, meta: Mapping[str, Any]) -> str:
+    namespace = meta.get("namespace") or "default"
+    return text(source, "metadata.namespace", namespace, "namespace: default")
 
 
 def _pod_template(
-    doc: Mapping[str, Any],
+    source: str, doc: Mapping[str, Any]
 ) -> tuple[Mapping[str, Any], int, Unresolved | None] | None:
     """(pod template, concurrent pods, why the count is unknown) for workload kinds."""
-    kind, spec = doc["kind"], doc.get("spec") or {}
+    kind = doc["kind"]
+    if kind not in ("Pod", "CronJob", "Job", *_TEMPLATED):
+        return None
+    spec = mapping(source, f"{kind} spec", doc.get("spec"), "spec: {…}")
     if kind == "Pod":
         return {"metadata": doc.get("metadata") or {}, "spec": spec}, 1, None
     if kind == "CronJob":
-        job = (spec.get("jobTemplate") or {}).get("spec") or {}
-        return _job(job)
+        job_template = mapping(source, "CronJob jobTemplate", spec.get("jobTemplate"), "{spec: …}")
+        job = mapping(source, "CronJob jobTemplate.spec", job_template.get("spec"), "{…}")
+        return _job(source, job)
     if kind == "Job":
-        return _job(spec)
-    if kind in _TEMPLATED:
-        template = spec.get("template") or {}
-        if kind == "DaemonSet":
-            return template, 1, None
-        replicas, unresolved = _count("replicas", spec.get("replicas", 1))
-        return template, replicas, unresolved
-    return None
+        return _job(source, spec)
+    template = mapping(source, f"{kind} spec.template", spec.get("template"), "template: {…}")
+    if kind == "DaemonSet":
+        return template, 1, None
+    replicas, unresolved = _count("replicas", spec.get("replicas", 1))
+    return template, replicas, unresolved
 
 
 def _count(what: str, raw: object) -> tuple[int, Unresolved | None]:
-    """A pod count as Kubernetes takes it: a whole number ≥ 0 (YAML `true` is not one); else
-    1, and why the count is unknown."""
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+    """A pod count as Kubernetes takes it: a whole number from 0 to 2^31-1 (int32; YAML `true`
+    is not one); else 1, and why the count is unknown."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= MAX_COUNT:
         return raw, None
-    text = envvars.scalar_text(raw)
-    return 1, Unresolved(what, f"{text!r} is not a whole number ≥ 0; counted as 1")
+    return 1, Unresolved(what, f"{quoted(raw)} is not a whole number ≥ 0; counted as 1")
 
 
-def _job(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Unresolved | None]:
+def _job(source: str, spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Unresolved | None]:
     """A Job runs min(parallelism, completions) pods at once (both default to 1)."""
-    template = spec.get("template") or {}
+    template = mapping(source, "Job spec.template", spec.get("template"), "template: {…}")
     parallelism, unresolved = _count("parallelism", spec.get("parallelism", 1))
     if unresolved is not None:
         return template, parallelism, unresolved
@@ -196,10 +309,11 @@ def _job(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Unresolved | 
 def _container(
     container: Mapping[str, Any], *, who: str, source: str, namespace: str, cluster: Cluster
 ) -> Workload | None:
-    env, unresolved = _environment(container, namespace, cluster)
-    gpus = _gpus(container, env, cluster)
+    env, unresolved = _environment(source, who, container, namespace, cluster)
+    gpus = _gpus(source, who, container, env, cluster)
     if gpus is None:
         return None
+    kind_name, _, container_name = who.partition("[")
     return Workload(
         who=who,
         source=source,
@@ -207,80 +321,157 @@ def _container(
         gpus=gpus,
         env=env,
         unresolved=unresolved,
-        fix_hint=f"{who.split('[')[0]} container {container.get('name', '?')!r}: env",
+        fix_hint=f"{kind_name} container '{container_name[:-1]}': env",
     )
 
 
+def gpu_quantity(source: str, where: str, raw: object) -> int:
+    """An extended resource's amount: a Kubernetes quantity that is a whole number ≥ 0 (the
+    API server: "must be an integer", non-negative), at most devices.MAX_GPUS per container."""
+    accepted = (
+        f"a whole number of GPUs from 0 to {devices.MAX_GPUS} (a Kubernetes quantity; "
+        "extended resources must be integers)"
+    )
+    value: Fraction | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = Fraction(raw)
+    elif isinstance(raw, str | float) and not isinstance(raw, bool):
+        value = _quantity(raw if isinstance(raw, str) else repr(raw))
+    if value is None or value.denominator != 1 or not 0 <= value <= devices.MAX_GPUS:
+        raise refuse(source, where, raw, accepted, "limits: {nvidia.com/gpu: 1}")
+    return int(value)
+
+
+def _quantity(raw: str) -> Fraction | None:
+    """A quantity string's exact value (quantity.go's grammar); None when it is not one. An
+    exponent is bounded before it is applied, so `1e999999999` costs nothing."""
+    match = _QUANTITY.fullmatch(raw.strip())
+    if match is None or len(raw) > 64:
+        return None
+    value = Fraction(match["number"] if not match["number"].endswith(".") else match["number"][:-1])
+    if match["sign"] == "-":
+        value = -value
+    if match["binary"]:
+        return value * _BINARY[match["binary"]]
+    exponent = int(match["exponent"]) if match["exponent"] else _DECIMAL[match["decimal"] or ""]
+    if abs(exponent) > 30:
+        return Fraction(10) ** 30 if value else Fraction(0)  # over any bound the caller takes
+    return value * Fraction(10) ** exponent
+
+
 def _gpus(
-    container: Mapping[str, Any], env: Mapping[str, str], cluster: Cluster
+    source: str, who: str, container: Mapping[str, Any], env: Mapping[str, str], cluster: Cluster
 ) -> GpuRequest | None:
-    resources = container.get("resources") or {}
-    # Extended resources must be set in limits; requests, if present, must equal them.
-    amounts = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-    for resource, amount in amounts.items():
-        if not str(resource).startswith(GPU_RESOURCE_PREFIX):
+    where = f"{who} resources"
+    resources = mapping(source, where, container.get("resources"), "resources: {limits: {…}}")
+    requests = mapping(source, f"{where}.requests", resources.get("requests"), "{cpu: 1}")
+    limits = mapping(source, f"{where}.limits", resources.get("limits"), "{nvidia.com/gpu: 1}")
+    found: GpuRequest | None = None
+    for resource in (*limits, *(r for r in requests if r not in limits)):
+        name = text(source, f"{where} resource name", resource, "nvidia.com/gpu")
+        if not name.startswith(GPU_RESOURCE_PREFIX):
             continue
-        count = int(str(amount)) if is_ascii_number(str(amount)) else 0
-        if count == 0:
-            continue
-        replicas = cluster.slices.get(str(resource), 1)
-        if replicas > 1:
-            return GpuRequest(
-                Placement.TIME_SLICED, count=count, resource=str(resource), slices_per_gpu=replicas
+        if name not in limits:
+            raise UsageError(
+                f"{shown(source)}: {where}.requests has {shown(name)} without a limit: accepted: "
+                "the GPU count in limits (Kubernetes: Limit must be set for non overcommitable "
+                f"resources); example: limits: {{{shown(name)}: 1}}"
             )
-        return GpuRequest(Placement.EXCLUSIVE, count=count, resource=str(resource))
+        count = gpu_quantity(source, f"{where}.limits.{shown(name)}", limits[name])
+        if name in requests:
+            requested = gpu_quantity(source, f"{where}.requests.{shown(name)}", requests[name])
+            if requested != count:
+                raise UsageError(
+                    f"{shown(source)}: {where}.requests.{shown(name)} is {requested} and the limit "
+                    f"{count}: accepted: equal (Kubernetes: must be equal to {shown(name)} limit; "
+                    f"GPUs are not overcommitted); example: limits: {{{shown(name)}: {count}}}"
+                )
+        if count == 0 or found is not None:
+            continue
+        replicas = cluster.slices.get(name, 1)
+        if replicas > 1:
+            found = GpuRequest(
+                Placement.TIME_SLICED, count=count, resource=name, slices_per_gpu=replicas
+            )
+        else:
+            found = GpuRequest(Placement.EXCLUSIVE, count=count, resource=name)
+    if found is not None:
+        return found
     visible = env.get("NVIDIA_VISIBLE_DEVICES", "").strip()
     if visible and visible not in ("none", "void"):
         return GpuRequest(
             Placement.UNKNOWN,
             reason=(
-                f"NVIDIA_VISIBLE_DEVICES={visible} without a {GPU_RESOURCE_PREFIX} limit: the "
-                "device plugin does not account for these GPUs, so who shares them is unknown"
+                f"NVIDIA_VISIBLE_DEVICES={shown(visible)} without a {GPU_RESOURCE_PREFIX} limit: "
+                "the device plugin does not account for these GPUs, so who shares them is unknown"
             ),
         )
     return None
 
 
 def _environment(
-    container: Mapping[str, Any], namespace: str, cluster: Cluster
+    source: str, who: str, container: Mapping[str, Any], namespace: str, cluster: Cluster
 ) -> tuple[dict[str, str], list[Unresolved]]:
     """Known values of the relevant variables, and what is unknown. `env` wins over
     `envFrom`, as in Kubernetes."""
     env: dict[str, str] = {}
     unresolved: list[Unresolved] = []
-    for source in container.get("envFrom") or []:
-        prefix = str(source.get("prefix") or "")
-        ref = source.get("configMapRef")
-        data = cluster.config_maps.get((namespace, str((ref or {}).get("name"))))
-        if ref is not None and data is not None:
+    example = "envFrom: [{configMapRef: {name: caps}}]"
+    for item in sequence(source, f"{who} envFrom", container.get("envFrom"), example):
+        item = mapping(source, f"{who} envFrom[]", item, example)
+        prefix = text(source, f"{who} envFrom[].prefix", item.get("prefix") or "", "prefix: TF_")
+        ref = item.get("configMapRef")
+        ref_name = None
+        if ref is not None:
+            ref_map = mapping(source, f"{who} envFrom[].configMapRef", ref, example)
+            ref_name = text(source, f"{who} configMapRef.name", ref_map.get("name"), "name: caps")
+        data = cluster.config_maps.get((namespace, ref_name)) if ref_name is not None else None
+        if data is not None:
             env.update({prefix + k: v for k, v in data.items() if envvars.relevant(prefix + k)})
         else:
-            what = "secretRef" if "secretRef" in source else "configMapRef"
-            name = (source.get(what) or {}).get("name")
+            what = "secretRef" if "secretRef" in item else "configMapRef"
+            named = mapping(source, f"{who} envFrom[].{what}", item.get(what), example).get("name")
             unresolved.append(
                 Unresolved(
                     "envFrom",
-                    f"{what} {name!r} is not in the input: variables set only there are unknown",
+                    f"{what} {quoted(named)} is not in the input: variables set only there are "
+                    "unknown",
                 )
             )
-    for item in container.get("env") or []:
-        name = str(item.get("name"))
+    example = "env: [{name: TF_GPU_MEM_LIMIT, value: '6GiB'}]"
+    for item in sequence(source, f"{who} env", container.get("env"), example):
+        item = mapping(source, f"{who} env[]", item, example)
+        name = text(source, f"{who} env[].name", item.get("name"), example)
         if not envvars.relevant(name):
             continue
         env.pop(name, None)
         if "value" in item or "valueFrom" not in item:
-            value = envvars.scalar_text(item.get("value", ""))
+            value = item.get("value", "")
+            value = text(
+                source,
+                f"{who} env {shown(name)} value",
+                "" if value is None else value,
+                example + " (a string: quote numbers)",
+            )
             if envvars.kube_interpolated(value):
-                unresolved.append(Unresolved(name, f"{value!r} expands $(…) at run time"))
+                unresolved.append(Unresolved(name, f"'{shown(value)}' expands $(…) at run time"))
             else:
                 env[name] = value.replace("$$(", "$(")
             continue
-        source = item["valueFrom"] or {}
-        ref = source.get("configMapKeyRef")
-        data = cluster.config_maps.get((namespace, str((ref or {}).get("name"))))
-        if ref is not None and data is not None and str(ref.get("key")) in data:
-            env[name] = data[str(ref["key"])]
+        value_from = mapping(source, f"{who} env {shown(name)} valueFrom", item["valueFrom"], "{}")
+        ref = value_from.get("configMapKeyRef")
+        data = None
+        key = None
+        if ref is not None:
+            ref = mapping(
+                source, f"{who} env {shown(name)} configMapKeyRef", ref, "{name: x, key: y}"
+            )
+            ref_name, key = ref.get("name"), ref.get("key")
+            if isinstance(ref_name, str):
+                data = cluster.config_maps.get((namespace, ref_name))
+        if data is not None and isinstance(key, str) and key in data:
+            env[name] = data[key]
         else:
-            kinds = ", ".join(sorted(source)) or "valueFrom"
+            kinds = ", ".join(shown(str(k)) for k in sorted(map(str, value_from))) or "valueFrom"
             unresolved.append(Unresolved(name, f"comes from {kinds}, which is not in the input"))
     return env, unresolved

@@ -13,6 +13,7 @@ class Placement(enum.Enum):
     EXCLUSIVE = "exclusive"  # Kubernetes device plugin: whole GPUs, never shared between pods
     TIME_SLICED = "time-sliced"  # device plugin time-slicing: R pods may share one physical GPU
     UNKNOWN = "unknown"  # cannot be resolved from the input (reported, not guessed)
+    REFUSED = "refused"  # the container would not start on this host (count over its GPUs…)
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class GpuRequest:
     count: int = 0
     resource: str = ""
     slices_per_gpu: int = 1
-    reason: str = ""  # UNKNOWN: why
+    reason: str = ""  # UNKNOWN, REFUSED: why
 
     @property
     def visible(self) -> int:

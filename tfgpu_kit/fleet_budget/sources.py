@@ -7,16 +7,25 @@ ConfigMaps are gathered from all manifests first, so a time-slicing config or an
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit.errors import UsageError
+from tfgpu_kit.errors import EXIT_IO, KitError, UsageError
 from tfgpu_kit.fleet_budget import compose, kube
 from tfgpu_kit.fleet_budget.model import Workload
-from tfgpu_kit.yamlfile import load_documents
+from tfgpu_kit.yamlfile import load_documents, shown
+
+
+class UnreadableInput(KitError):
+    """An input file that cannot be read at all (missing, not a regular file, over the size cap,
+    not UTF-8): README's exit code 5, as for any file the user named. Bad content is a
+    UsageError (2)."""
+
+    exit_code = EXIT_IO
 
 
 @dataclass
@@ -38,20 +47,24 @@ def load(
         for resource in (kube.GPU_RESOURCE_PREFIX, kube.GPU_RESOURCE_PREFIX + ".shared"):
             cluster.slices[resource] = time_slicing
     manifests: list[tuple[str, list[Any]]] = []
+    profiles_seen: set[str] = set()
+    composes = 0
+    _refuse_repeats(paths)
     for path in paths:
-        docs = load_documents(path, UsageError)
+        docs = load_documents(path, UsageError, unreadable=UnreadableInput)
         if len(docs) == 1 and compose.is_compose(docs[0]):
+            composes += 1
             with _shape(path, "a compose file"):
-                found, notes = compose.read(
-                    docs[0], source=path, host_gpus=host_gpus, profiles=profiles
-                )
-            inputs.workloads += found
-            inputs.notes += notes
+                found = compose.read(docs[0], source=path, host_gpus=host_gpus, profiles=profiles)
+            inputs.workloads += found.workloads
+            inputs.notes += found.notes
+            profiles_seen |= found.profiles
             continue
-        objects = kube.flatten(docs)
+        with _shape(path, "Kubernetes manifests"):
+            objects = kube.flatten(docs, path)
         if not objects:
             raise UsageError(
-                f"{path}: neither a compose file (no top-level 'services:') nor Kubernetes "
+                f"{shown(path)}: neither a compose file (no top-level 'services:') nor Kubernetes "
                 "manifests (no document with 'apiVersion' and 'kind')",
                 hint="pass compose files (compose.yaml) or manifests (kubectl-style YAML)",
             )
@@ -62,10 +75,50 @@ def load(
         with _shape(path, "Kubernetes manifests"):
             inputs.workloads += kube.read(objects, source=path, cluster=cluster)
     inputs.notes += cluster.notes
+    _check_profiles(profiles, profiles_seen, composes)
     if len(paths) > 1:
         for workload in inputs.workloads:
             workload.who = f"{Path(workload.source).name}:{workload.who}"
     return inputs
+
+
+def _refuse_repeats(paths: Sequence[str]) -> None:
+    """The same file twice is refused, not counted twice or once: plan reads each file as its own
+    project on one host, so a repeat would double its demand, and silently dropping it would
+    hide a mistaken argument list (a shell glob that overlaps a named file is the usual cause).
+    "The same" is the same inode, so `a.yaml`, `./a.yaml` and a symlink to it are all caught."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # load_documents says why it cannot be read
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            raise UsageError(
+                f"{shown(path)} is the same file as {shown(seen[key])}: accepted: each input "
+                "once (each file is budgeted as its own project on the host, so a repeat would "
+                "count its services twice); example: plan compose.yaml k8s/serve.yaml"
+            )
+        seen[key] = path
+
+
+def _check_profiles(wanted: Sequence[str], seen: set[str], composes: int) -> None:
+    """--profile NAME must name a profile some compose service has: a typo would otherwise leave
+    the profile's services out of the plan without a word."""
+    unknown = [name for name in dict.fromkeys(wanted) if name not in seen]
+    if not unknown:
+        return
+    where = (
+        f"the compose files name: {', '.join(sorted(shown(p) for p in seen))}"
+        if seen
+        else "no service of the inputs has profiles"
+        + ("" if composes else " (--profile applies to compose files only)")
+    )
+    raise UsageError(
+        f"--profile {', '.join(repr(shown(n)) for n in unknown)} is not a profile of the inputs: "
+        f"{where}; example: --profile {sorted(seen)[0] if seen else 'monitoring'}"
+    )
 
 
 @contextmanager
@@ -76,7 +129,8 @@ def _shape(path: str, what: str) -> Iterator[None]:
         yield
     except (AttributeError, TypeError) as error:
         raise UsageError(
-            f"{path}: not the structure of {what}: a value has the wrong type ({error})",
+            f"{shown(path)}: not the structure of {what}: a value has the wrong type "
+            f"({shown(str(error))})",
             hint="check that mappings are mappings and lists are lists, e.g. "
             "deploy: {replicas: 2} or containers: [{name: app, ...}]",
         ) from None
