@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import re
 import shlex
@@ -77,6 +78,7 @@ class TimeSlicing:
     name: str = "tfgpu-time-slicing"
 
 
+@functools.cache  # one environment: its templates compile once per process
 def _jinja() -> jinja2.Environment:
     env = templating.environment(TEMPLATES)
     # ensure_ascii: every non-ASCII character as \uXXXX, so none (U+0085, U+2028, bidi
