@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,14 +59,29 @@ def _git(*command: str) -> str | None:
 def source_url(remote: str | None) -> str | None:
     """The origin remote as a URL for org.opencontainers.image.source, or None: a clone's origin
     can be a local path (/home/dev/kit), which means nothing to the image's users. scp-like
-    `git@host:org/repo.git` becomes https://host/org/repo."""
-    if not remote:
+    `git@host:org/repo.git` becomes https://host/org/repo.
+
+    The label ships in every pushed image, so only scheme, host, port and path are kept: the
+    userinfo (`gitlab-ci-token:TOKEN@`, `user@`) of every scheme, a query and a fragment are
+    dropped (a CI clone's origin carries its job token there)."""
+    if not remote or any(ord(ch) < 0x20 or ch == "\x7f" for ch in remote):
         return None
-    if m := re.fullmatch(r"[\w.-]+@([\w.-]+):(?!/)(.+?)(?:\.git)?/?", remote):
+    if m := re.fullmatch(r"[^@/:\s]+(?::[^@/\s]*)?@([\w.-]+):(?!/)([^?#\s]+?)(?:\.git)?/?", remote):
         return f"https://{m[1]}/{m[2]}"
-    if re.match(r"(?:https?|ssh|git)://[^/]+/.", remote):
-        return re.sub(r"^(?:ssh|git)://(?:[^@/]+@)?", "https://", remote).removesuffix(".git")
-    return None
+    try:
+        parts = urllib.parse.urlsplit(remote)
+        port = parts.port  # ValueError on a port that is not a number
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https", "ssh", "git", "git+ssh") or not parts.hostname:
+        return None
+    path = parts.path.removesuffix("/").removesuffix(".git")
+    if not path.strip("/"):
+        return None
+    scheme = parts.scheme if parts.scheme in ("http", "https") else "https"
+    # an ssh port is not the web server's: only http(s) keep theirs
+    netloc = parts.hostname + (f":{port}" if port is not None and scheme == parts.scheme else "")
+    return f"{scheme}://{netloc}{path}"
 
 
 def buildargs(*, base_digest: str | None, cuda_wheels_mib: float | None = None) -> dict[str, str]:
