@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from tfgpu_kit import compat_rules, cudagap
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.spec import CudaSource, Spec, Variant
+from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, Spec, Variant
 from tfgpu_kit.versions import Version
 
 
@@ -87,15 +86,6 @@ class Image:
         return [f"{repo}:{name}" for name in names]
 
 
-# Docker's reference grammar (distribution/reference), for what goes before `/REPO:TAG`: a host
-# (dot-separated components, an optional :port) or a first path component, then /path components.
-# Lowercase only: an image name with capitals is refused by the engine.
-_DOMAIN_COMPONENT = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_HOST = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
-_REGISTRY_PREFIX = re.compile(rf"(?:{_HOST}|{_PATH_COMPONENT})(?:/{_PATH_COMPONENT})*")
-
-
 def base_registry(spec_registry: str, override: str | None) -> str:
     """The registry an image's FROM names: --base-registry when given, else the spec's; without
     a trailing `/` (`mirror.local/` must not give FROM mirror.local//tensorflow/…)."""
@@ -107,7 +97,7 @@ def check_registry(flag: str, value: str | None) -> None:
     trailing `/` is tolerated: it is stripped where the prefix is used."""
     if value is None:
         return
-    if not _REGISTRY_PREFIX.fullmatch(value.rstrip("/")):
+    if not REGISTRY_PREFIX.fullmatch(value.rstrip("/")):
         raise UsageError(
             f"{flag} {value!r} is not a registry: accepted: a lowercase host of letters, digits, "
             "'.' and '-', an optional :PORT, then optional /PATH components of letters and digits "

@@ -12,10 +12,29 @@ import jinja2
 from tfgpu_kit import templating
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import ROOT, Spec
+from tfgpu_kit.spec import ROOT, Spec, control_characters
 
 TEMPLATES_DIR = ROOT / "templates"
 DOCKERFILES_DIR = ROOT / "dockerfiles"
+
+
+def _one_line(value: object) -> object:
+    """Jinja's finalize: every `{{ value }}` of the Dockerfile template passes here. A value with
+    a newline (or another control, bidi or separator character) could end a comment or an
+    instruction and start one of its own (issue 22): refused, whatever validated it before."""
+    if bad := control_characters(str(value)):
+        raise SpecError(
+            f"templates: refusing to render {str(value)!r} into a Dockerfile: it contains"
+            f" {', '.join(bad)}; every value must be one line of printable text"
+        )
+    return value
+
+
+def environment() -> jinja2.Environment:
+    """The kit's Jinja environment (templating.environment) with `_one_line` on every value."""
+    env = templating.environment(TEMPLATES_DIR)
+    env.finalize = _one_line  # read when a template is compiled: set before the first one
+    return env
 
 
 def dockerfile_path(out: Path, image: Image) -> Path:
@@ -23,7 +42,7 @@ def dockerfile_path(out: Path, image: Image) -> Path:
 
 
 def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None) -> str:
-    env = env or templating.environment(TEMPLATES_DIR)
+    env = env or environment()
     try:
         return env.get_template("Dockerfile.j2").render(
             image=image,
@@ -50,7 +69,7 @@ class Rendered:
 
 
 def render_all(spec: Spec, images: list[Image], out: Path = DOCKERFILES_DIR) -> list[Rendered]:
-    env = templating.environment(TEMPLATES_DIR)
+    env = environment()
     return [Rendered(i, dockerfile_path(out, i), render_image(spec, i, env)) for i in images]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -33,11 +35,70 @@ IMAGES_DIR = ROOT / "images"
 RUNTIME_PYPROJECT = ROOT / "entrypoint" / "pyproject.toml"
 
 
+# Every pattern below is applied with re.fullmatch: `re.match(r"…$")` also accepts a trailing
+# newline, and a spec value reaches a Dockerfile line (issue 22). pydantic's `pattern=` runs the
+# Rust regex engine, whose `$` matches only at the very end of the text: whole-text too.
+
+# Docker's reference grammar (distribution/reference), for what goes before `/REPO:TAG`: a host
+# (dot-separated components, an optional :port) or a first path component, then /path components.
+# Lowercase only: an image name with capitals is refused by the engine.
+_DOMAIN_COMPONENT = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+REGISTRY_PREFIX = re.compile(rf"(?:{_HOST}|{_PATH_COMPONENT})(?:/{_PATH_COMPONENT})*")
+# an image reference with a tag (bases.yaml from_image: nvidia/cuda:11.8.0-base-ubuntu20.04)
+_IMAGE_REF = re.compile(
+    rf"(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*:[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}"
+)
+# libnvidia-container's NVIDIA_REQUIRE_CUDA (src/cli/dsl.c): space-separated alternatives of
+# comma-separated `key OP value` conditions; rendered into a quoted ENV value, so no quote, `$`,
+# backslash or space inside a condition can pass
+_REQUIRE_CONDITION = r"[a-z]+(?:[<>]=?|==?|!=)[A-Za-z0-9._-]+"
+_REQUIRE_ALTERNATIVE = rf"{_REQUIRE_CONDITION}(?:,{_REQUIRE_CONDITION})*"
+REQUIRE_CUDA = re.compile(rf"{_REQUIRE_ALTERNATIVE}(?: {_REQUIRE_ALTERNATIVE})*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def control_characters(text: str) -> list[str]:
+    """The control, format (bidi overrides, zero-width) and line/paragraph separator characters of
+    `text`, as U+XXXX: none of them belongs in a spec value that ends up in a Dockerfile line."""
+    return [
+        f"U+{ord(ch):04X}"
+        for ch in dict.fromkeys(text)
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+    ]
+
+
+def _check_text(data: Any, where: tuple[str, ...], problems: list[str]) -> None:
+    """Every string of the loaded YAML (keys too) is one line of printable text."""
+    if isinstance(data, str):
+        if bad := control_characters(data):
+            problems.append(
+                f"  {'.'.join(where) or '(top)'}: {data!r} contains {', '.join(bad)}: a spec value"
+                " must be one line of printable text (no newline, control or bidi character)"
+            )
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            _check_text(key, where, problems)
+            _check_text(value, (*where, str(key)), problems)
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            _check_text(item, (*where, str(index)), problems)
+
+
+def _fullmatch(pattern: re.Pattern[str] | str, what: str, example: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"expected {what} (e.g. {example}), got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
 def _version_text(value: str) -> str:
-    try:
-        Version.parse(value)
-    except ValueError:
-        raise ValueError(f"expected a dotted version such as 12.5.1, got {value!r}") from None
+    # Version.parse strips blanks and keeps the spelling: the text itself must be bare
+    if not re.fullmatch(r"\d+(?:\.\d+){0,3}", value):
+        raise ValueError(f"expected a dotted version such as 12.5.1, got {value!r}")
     return value
 
 
@@ -55,13 +116,13 @@ def _arch_code(kind: str) -> AfterValidator:
 
 
 def _package_name(value: str) -> str:
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._+-]*([<>=!~]=?[A-Za-z0-9.*+!-]+)?$", value):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[<>=!~]=?[A-Za-z0-9.*+!-]+)?", value):
         raise ValueError(f"expected a package name (optionally pinned, name==1.2), got {value!r}")
     return value
 
 
 def _apt_package(value: str) -> str:
-    if not re.match(r"^[a-z0-9][a-z0-9.+-]*(=[A-Za-z0-9.+:~-]+)?$", value):
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]*(?:=[A-Za-z0-9.+:~-]+)?", value):
         raise ValueError(
             f"expected a Debian package name (optionally pinned, name=version), got {value!r}"
         )
@@ -70,7 +131,7 @@ def _apt_package(value: str) -> str:
 
 def _pinned_wheel(value: str) -> str:
     name, sep, version = value.partition("==")
-    if not sep or not re.match(r"^[a-z0-9][a-z0-9-]*$", name):
+    if not sep or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise ValueError(
             f"expected a lowercase package pinned exactly (name==1.2.3), got {value!r}"
         )
@@ -82,6 +143,16 @@ VersionText = Annotated[str, AfterValidator(_version_text)]
 PinnedWheel = Annotated[str, AfterValidator(_pinned_wheel)]
 PackageName = Annotated[str, AfterValidator(_package_name)]
 AptPackage = Annotated[str, AfterValidator(_apt_package)]
+Registry = Annotated[
+    str, _fullmatch(REGISTRY_PREFIX, "a registry host[:port][/path], lowercase", "docker.io")
+]
+ImageRef = Annotated[
+    str, _fullmatch(_IMAGE_REF, "an image reference with a tag", "nvidia/cuda:12.3.0-base")
+]
+RecipeName = Annotated[
+    str, _fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a recipe name", "cuda12.3-ubuntu22.04")
+]
+EnvName = Annotated[str, _fullmatch(_ENV_NAME, "an environment variable name", "CUDA_VERSION")]
 
 
 class _Strict(BaseModel):
@@ -156,7 +227,7 @@ class Matrix(_Strict):
 
 
 class Base(_Strict):
-    registry: str = Field(min_length=1)
+    registry: Registry
     repository: str = Field(min_length=1, pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
 
 
@@ -228,8 +299,8 @@ class BaseTarget(_Strict):
     """One build target of the official Dockerfile (`gpu` = its `base` stage, `jupyter`)."""
 
     cmd: list[str] | None = Field(description="CMD; null: inherited from a parent we cannot cite")
-    workdir: str | None
-    user: str
+    workdir: Annotated[str, _fullmatch(r"/[A-Za-z0-9._/-]*", "an absolute path", "/tf")] | None
+    user: Annotated[str, _fullmatch(r"[a-z_][a-z0-9_-]{0,31}|[0-9]+", "a user", "root")]
     expose: list[int] = []
 
 
@@ -238,7 +309,7 @@ class BaseRecipe(_Strict):
 
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
     date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-    from_image: str = Field(min_length=1)
+    from_image: ImageRef
     ubuntu: VersionText
     python: VersionText
     site_packages: str = Field(pattern=r"^/.*-packages$")
@@ -246,8 +317,27 @@ class BaseRecipe(_Strict):
     cudnn: VersionText
     tensorrt: VersionText | None
     cuda_compat: VersionText | None
-    env: dict[str, str]
+    env: dict[EnvName, str]
     targets: dict[Annotated[str, Field(pattern=r"^(gpu|jupyter)$")], BaseTarget]
+
+    @field_validator("env")
+    @classmethod
+    def _rendered_env(cls, env: dict[str, str]) -> dict[str, str]:
+        # both reach the Dockerfile: the first in a quoted ENV value, the second in a comment
+        require = env.get("NVIDIA_REQUIRE_CUDA")
+        if require is not None and not REQUIRE_CUDA.fullmatch(require):
+            raise ValueError(
+                f"NVIDIA_REQUIRE_CUDA: {require!r} is not libnvidia-container's syntax:"
+                " space-separated alternatives of comma-separated KEY>=VALUE conditions"
+                " (e.g. cuda>=11.8 brand=tesla,driver>=470,driver<471)"
+            )
+        compat = env.get("NV_CUDA_COMPAT_PACKAGE")
+        if compat is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", compat):
+            raise ValueError(
+                "NV_CUDA_COMPAT_PACKAGE: expected a Debian package name (e.g. cuda-compat-12-3),"
+                f" got {compat!r}"
+            )
+        return env
 
     @model_validator(mode="after")
     def _require_cuda_in_env(self) -> BaseRecipe:
@@ -257,15 +347,15 @@ class BaseRecipe(_Strict):
 
 
 class BaseVersion(_Strict):
-    recipe: str
+    recipe: RecipeName
     released: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
 
 
 class Bases(_Strict):
     """images/bases.yaml: what the official base images really contain."""
 
-    repository: str = Field(min_length=1)
-    recipes: dict[str, BaseRecipe] = Field(min_length=1)
+    repository: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
+    recipes: dict[RecipeName, BaseRecipe] = Field(min_length=1)
     versions: dict[VersionText, BaseVersion]
 
     @model_validator(mode="after")
@@ -309,11 +399,19 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc)
+    # a key with a newline or an escape sequence is shown escaped, never printed raw
+    return ".".join(
+        repr(part) if isinstance(part, str) and control_characters(part) else str(part)
+        for part in loc
+    )
 
 
 def validate(model: type[M], data: Any, path: Path) -> M:
     """Validate `data` read from `path`; every problem becomes one line of a SpecError."""
+    problems: list[str] = []
+    _check_text(data, (), problems)
+    if problems:
+        raise SpecError(f"{path}: invalid spec\n" + "\n".join(problems))
     try:
         return model.model_validate(data)
     except ValidationError as exc:
