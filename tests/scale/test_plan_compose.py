@@ -380,7 +380,7 @@ def test_project_compose_yaml_passes(capsys: pytest.CaptureFixture[str]) -> None
         (["--gpu-memory", "16GiB", "--context-overhead", "lots"], "--context-overhead 'lots'"),
         (
             ["--gpu-memory", "16GiB", "--gpu-count", "0"],
-            "--gpu-count '0' is not valid: accepted: a whole number of at least 1",
+            "--gpu-count '0' is not valid: accepted: a whole number from 1 to 64",
         ),
         (["--gpu-memory", "16GiB", "--time-slicing", "x"], "--time-slicing 'x'"),
     ],

@@ -13,7 +13,7 @@ from tfgpu_kit import log, nvml
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.flag_values import size_mib, whole_number
-from tfgpu_kit.fleet_budget import budget, prometheus, report, sources, unified
+from tfgpu_kit.fleet_budget import budget, devices, prometheus, report, sources, unified
 
 NAME = "plan"
 HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"
@@ -24,15 +24,20 @@ Read compose files or Kubernetes manifests, find which services or pods land on
 which GPU, and add up their caps (TF_GPU_MEM_LIMIT, TF_GPU_VIRTUAL_DEVICES,
 percentages of the card) plus a CUDA context per process, which TensorFlow's
 allocator does not count. Exits 1 when a GPU is over-committed, when a
-process on a shared GPU has no cap, or when something that decides the answer
-cannot be read from the files (${VAR} interpolation, env_file, Secrets)."""
+process on a shared GPU has no cap, when a container would not start (a value
+the runtime refuses, more GPUs than the host has), or when something that
+decides the answer cannot be read from the files (${VAR} interpolation,
+env_file, Secrets). Exits 2 for a bad flag or a file Compose, Docker or
+Kubernetes would refuse (the message names the file, the field and what is
+accepted), and 5 for a file that cannot be read (missing, not a regular file,
+over 8 MiB, not UTF-8). Each file is read once: naming one twice is an error."""
 
 EPILOG = """\
 examples:
-  build.py plan compose.yaml --gpu-memory 16GiB
-  build.py plan k8s/*.yaml --gpu-memory 40GiB --time-slicing 4 --json
-  build.py plan compose.yaml --gpu-memory 15820 --unified-memory --reserve 4GiB   # a Jetson
-  build.py plan compose.yaml --gpu-memory 16GiB --prometheus-rules monitoring/plan.rules.yaml \
+  ./kit plan compose.yaml --gpu-memory 16GiB
+  ./kit plan k8s/*.yaml --gpu-memory 40GiB --time-slicing 4 --json
+  ./kit plan compose.yaml --gpu-memory 15820 --unified-memory --reserve 4GiB   # a Jetson
+  ./kit plan compose.yaml --gpu-memory 16GiB --prometheus-rules monitoring/plan.rules.yaml \\
       --gpu-uuid 0=GPU-fa6e0000-0000-4000-8000-000000000000
 """
 
@@ -70,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu-count",
         metavar="N",
-        help="GPUs on the host, for `count: all` and NVIDIA_VISIBLE_DEVICES=all (default: NVML)",
+        help="GPUs on the host (1 to 64), for `count: all`, `count: N` and "
+        "NVIDIA_VISIBLE_DEVICES=all (default: NVML)",
     )
     parser.add_argument(
         "--time-slicing",
@@ -83,7 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="include compose services of this profile (repeatable)",
+        help="include compose services of this profile (repeatable; a profile no service "
+        "of the inputs names is refused)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of a table"
@@ -177,7 +184,9 @@ def _gpu_memory(
 def _host_gpus(args: argparse.Namespace, found: dict[str, float] | None) -> list[str] | None:
     """The host's GPU indexes: --gpu-count, else NVML's; None when neither says."""
     if args.gpu_count is not None:
-        return [str(i) for i in range(whole_number("--gpu-count", args.gpu_count, "2"))]
+        # bounded before any list is built: --gpu-count 99999999999 is a typo, not a host
+        count = whole_number("--gpu-count", args.gpu_count, "2", high=devices.MAX_GPUS)
+        return [str(i) for i in range(count)]
     if found:
         return sorted((k for k in found if is_ascii_number(k)), key=int)
     return None

@@ -77,6 +77,8 @@ class Entry:
     overhead_mib: float  # per process (CUDA context)
     growth: bool | None = None
     fix_hint: str = ""
+    kit_off: bool = False  # TF_GPU_CONFIG=off: the kit applies none of its variables
+    ignored_caps: tuple[str, ...] = ()  # cap variables set but not applied (kit off)
 
     @property
     def count(self) -> int:
@@ -189,6 +191,10 @@ def build(
                 overhead_mib=overhead_mib,
                 growth=caps.growth,
                 fix_hint=workload.fix_hint,
+                kit_off=not caps.enabled,
+                ignored_caps=tuple(v for v in CAP_VARIABLES if v in workload.env)
+                if not caps.enabled
+                else (),
             )
             if gpus.placement is Placement.HOST:
                 gpu = gpus.host_gpus[index]
@@ -215,7 +221,11 @@ def build(
 
 
 def _gpu_order(gpu: str) -> tuple[int, int, str]:
-    return (0, int(gpu), "") if is_ascii_number(gpu) else (1, 0, gpu)
+    """Indexes in numeric order (by length, then text: no int() of a file's digits), then ids."""
+    if is_ascii_number(gpu):
+        digits = gpu.lstrip("0")
+        return (0, len(digits), digits)
+    return (1, 0, gpu)
 
 
 def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
@@ -229,6 +239,17 @@ def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
                 f"which GPUs it uses is unknown: {workload.gpus.reason}",
                 "name the GPUs in the file (device_ids, NVIDIA_VISIBLE_DEVICES, "
                 "nvidia.com/gpu limits)",
+            )
+        )
+        ok = False
+    if workload.gpus.placement is Placement.REFUSED:
+        problems.append(
+            Problem(
+                "error",
+                workload.who,
+                workload.gpus.reason,
+                "ask for GPUs the host has (device_ids, count, NVIDIA_VISIBLE_DEVICES), or "
+                "give the host's GPU count with --gpu-count N",
             )
         )
         ok = False
@@ -260,25 +281,49 @@ def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
     return ok
 
 
+def _off(entry: Entry) -> str:
+    if not entry.kit_off:
+        return ""
+    ignored = (
+        f": its {' and '.join(entry.ignored_caps)} is not applied" if entry.ignored_caps else ""
+    )
+    return f" (TF_GPU_CONFIG=off turns the kit off{ignored})"
+
+
+def _off_fix(entry: Entry, example: str) -> str:
+    """The fix when the kit is off: setting a cap would change nothing until it is on again."""
+    if entry.ignored_caps:
+        return (
+            f"remove TF_GPU_CONFIG=off from {entry.fix_hint}, so that its "
+            f"{' and '.join(entry.ignored_caps)} is applied (or cap the process in its own code)"
+        )
+    return (
+        f"remove TF_GPU_CONFIG=off from {entry.fix_hint} and set TF_GPU_MEM_LIMIT, {example} "
+        "(or cap the process in its own code)"
+    )
+
+
 def _worst_case(resource: str, slices: int, entries: list[Entry], memory_mib: float) -> GpuBudget:
     """The `slices` largest per-pod demands of a time-sliced pool, on one GPU. An uncapped
     pod counts as the largest (it may take the whole card)."""
+    # Take the largest demands first, a workload's instances together: never a list per instance
+    # (a file's replicas can be 2^31-1).
     ranked = sorted(
-        ((e, i) for e in entries for i in range(e.instances)),
-        key=lambda pair: -(pair[0].demand_mib if pair[0].demand_mib is not None else math.inf),
+        entries,
+        key=lambda e: -(e.demand_mib if e.demand_mib is not None else math.inf),
     )
-    chosen: dict[int, Entry] = {}
-    for entry, _ in ranked[:slices]:
-        taken = chosen.get(id(entry))
-        if taken is None:
-            chosen[id(entry)] = dataclasses.replace(entry, instances=1)
-        else:
-            taken.instances += 1
+    chosen: list[Entry] = []
+    left = slices
+    for entry in ranked:
+        if left <= 0:
+            break
+        taken = min(entry.instances, left)
+        chosen.append(dataclasses.replace(entry, instances=taken))
+        left -= taken
+    total = sum(e.instances for e in entries)
     label = f"any {resource}"
-    budget = GpuBudget(
-        label, f"time-sliced ×{slices} (worst case)", memory_mib, list(chosen.values())
-    )
-    budget.not_shown = max(0, len(ranked) - slices)
+    budget = GpuBudget(label, f"time-sliced ×{slices} (worst case)", memory_mib, chosen)
+    budget.not_shown = max(0, total - slices)
     return budget
 
 
@@ -311,8 +356,10 @@ def _judge(budget: GpuBudget) -> list[Problem]:
                     "error",
                     entry.who,
                     f"has no memory cap on {where}, shared by {budget.processes} TensorFlow "
-                    f"processes: it would take the whole card{growth}",
-                    f"set TF_GPU_MEM_LIMIT in {entry.fix_hint}, {example}",
+                    f"processes: it would take the whole card{growth}{_off(entry)}",
+                    _off_fix(entry, example)
+                    if entry.kit_off
+                    else f"set TF_GPU_MEM_LIMIT in {entry.fix_hint}, {example}",
                 )
             )
     if not budget.uncapped and capped_committed > budget.memory_mib:

@@ -21,6 +21,7 @@ from tfgpu.settings import is_ascii_number
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.fleet_budget.budget import GpuBudget
 from tfgpu_kit.output import BYTES_PER_MIB
+from tfgpu_kit.yamlfile import shown
 
 COMMITTED = "tfgpu_plan_committed_bytes"
 MEMORY = "tfgpu_plan_gpu_memory_bytes"
@@ -82,8 +83,10 @@ def recording_rules(
                     "labels": dict(labels),
                 }
             )
+    # file names escaped (a newline in one would end the comment and add a YAML key)
+    named = " ".join(shown(source) for source in sources)
     header = (
-        f"# Written by `build.py plan {' '.join(sources)} --prometheus-rules …`: the GPU memory\n"
+        f"# Written by `build.py plan {named} --prometheus-rules …`: the GPU memory\n"
         "# budget per GPU, for the alert TfgpuGpuOverPlan (monitoring/tfgpu-alerts.rules.yaml).\n"
         "# Load it beside that file (rule_files); rewrite it whenever the plan changes.\n"
     )

@@ -12,6 +12,13 @@ from rich.text import Text
 from tfgpu_kit.fleet_budget.budget import GpuBudget
 from tfgpu_kit.fleet_budget.model import Problem
 from tfgpu_kit.output import mib
+from tfgpu_kit.yamlfile import shown
+
+
+def _safe(text: str) -> str:
+    """Names from the input (services, pods, files) escaped for the terminal: a control or bidi
+    character in a name cannot move the cursor, recolour or rewrite the verdict (issue 22)."""
+    return shown(text, limit=10_000)
 
 
 def as_json(
@@ -43,15 +50,15 @@ def _cell(value: float | None) -> str:
 
 def table(budget: GpuBudget) -> Table:
     """One GPU: who is on it, their caps and contexts, the sum and the headroom (MiB)."""
-    where = f"GPU {budget.gpu}" if budget.sharing == "host" else budget.gpu
-    sharing = "shared on the host" if budget.sharing == "host" else budget.sharing
+    where = _safe(f"GPU {budget.gpu}" if budget.sharing == "host" else budget.gpu)
+    sharing = "shared on the host" if budget.sharing == "host" else _safe(budget.sharing)
     out = Table(title=f"{where}: {_cell(budget.memory_mib)} MiB, {sharing}", title_justify="left")
     out.add_column("who", overflow="fold")
     for name in ("procs", "cap MiB", "context MiB", "total MiB"):
         out.add_column(name, justify="right", no_wrap=True)
     for entry in budget.entries:
         out.add_row(
-            Text(entry.who),  # Text: a name like Deployment/x[tf] is not rich markup
+            Text(_safe(entry.who)),  # Text: a name like Deployment/x[tf] is not rich markup
             str(entry.count),
             "none" if entry.cap_mib is None else _cell(entry.cap_mib),
             _cell(entry.overhead_mib),
@@ -87,15 +94,16 @@ def print_text(
 ) -> None:
     for budget in budgets:
         console.print(table(budget))
-    if not budgets:
+    if not budgets and not problems:
+        # not when a workload is reported: one with an invalid env does use a GPU
         console.print("No workload in the input uses a GPU.")
     for note in notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(Text(f"note: {_safe(note)}", style="dim"))
     for problem in problems:
         mark, style = ("✗", "red") if problem.severity == "error" else ("!", "yellow")
-        console.print(Text(f"{mark} {problem.who}: {problem.what}", style=style))
+        console.print(Text(f"{mark} {_safe(problem.who)}: {_safe(problem.what)}", style=style))
         if problem.fix:
-            console.print(f"    fix: {problem.fix}", markup=False, highlight=False)
+            console.print(f"    fix: {_safe(problem.fix)}", markup=False, highlight=False)
     errors = sum(p.severity == "error" for p in problems)
     verdict = (
         Text(f"plan fails: {errors} error(s)", style="bold red")
