@@ -31,6 +31,11 @@ so a GPU without figures gets one warning. A CPU's depends on the host and on Te
 switches (docs/monitoring.md, "Which figures exist on which hosts"): normal, and silent; the
 `tfgpu_device_memory_stats_available` gauge says which devices have figures.
 
+The server (tfgpu.metrics_server) listens on TF_GPU_METRICS_ADDR (default 0.0.0.0: Prometheus
+scrapes from outside the container; 127.0.0.1 keeps it inside), answers `/metrics` only, gives
+each connection 10 s and serves at most 8 at once, so a slow or flooding client cannot pile
+threads up in the training process.
+
 Several processes in one container: one port, one process. The first process that imports
 TensorFlow binds the port; any other finds it taken, warns once and runs unmonitored.
 A process forked from the one that serves (a pre-forking server) closes its inherited copy of
@@ -52,7 +57,12 @@ import threading
 from typing import TYPE_CHECKING
 
 from tfgpu.errors import ConfigError
-from tfgpu.settings import EXAMPLE_METRICS_PORT, parse_metrics_port
+from tfgpu.settings import (
+    DEFAULT_METRICS_ADDR,
+    EXAMPLE_METRICS_PORT,
+    parse_metrics_addr,
+    parse_metrics_port,
+)
 
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
@@ -60,6 +70,7 @@ if TYPE_CHECKING:
     from tfgpu.settings import Settings
 
 VARIABLE = "TF_GPU_METRICS_PORT"
+ADDR_VARIABLE = "TF_GPU_METRICS_ADDR"
 EXAMPLE_PORT = EXAMPLE_METRICS_PORT
 _MIB = 1 << 20
 
@@ -90,8 +101,11 @@ def start_from_environment(
     if not raw.strip():
         return False
     problem = None  # the settings' own refusal, as a warning: monitoring never stops a program
+    addr = DEFAULT_METRICS_ADDR
     try:
         port = parse_metrics_port(raw, VARIABLE)
+        if environ.get(ADDR_VARIABLE, "").strip():
+            addr = parse_metrics_addr(environ[ADDR_VARIABLE], ADDR_VARIABLE)
     except ConfigError as error:
         port, problem = None, f"{error}. No metrics are served; the program runs."
     if port is None and problem is None:
@@ -112,10 +126,10 @@ def start_from_environment(
         )
         return False
     try:
-        return _serve(prometheus_client, port, settings, environ)
+        return _serve(prometheus_client, addr, port, settings, environ)
     except OSError as e:
         _warn(
-            f"cannot listen on port {port} ({e.strerror or e}); another process in this "
+            f"cannot listen on port {port} of {addr} ({e.strerror or e}); another process in this "
             f"container may already serve it. This process (pid {os.getpid()}) is not "
             f"monitored; give it its own {VARIABLE} to see it. The program runs."
         )
@@ -125,18 +139,22 @@ def start_from_environment(
 
 
 def _serve(
-    prometheus_client: Any, port: int, settings: Optional[Settings], environ: Mapping[str, str]
+    prometheus_client: Any,
+    addr: str,
+    port: int,
+    settings: Optional[Settings],
+    environ: Mapping[str, str],
 ) -> bool:
+    from tfgpu import metrics_server
+
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(TensorFlowCollector(_config_labels(settings, environ)))
     prometheus_client.ProcessCollector(registry=registry)
-    result = prometheus_client.start_http_server(port, registry=registry)
-    # prometheus-client >= 0.17 returns (server, thread); older versions return None.
-    server = result[0] if isinstance(result, tuple) else None
+    server = metrics_server.serve(prometheus_client.make_wsgi_app(registry), addr, port)
     with _lock:
-        _state["server"] = server if server is not None else True
+        _state["server"] = server
         _state["port"] = port
-    if server is not None and hasattr(os, "register_at_fork"):
+    if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_close_inherited_socket)
     return True
 

@@ -38,6 +38,7 @@ KIT_VARIABLES = (
     "TF_MIXED_PRECISION",
     "TF_GPU_QUIET",
     "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
+    "TF_GPU_METRICS_ADDR",  # the address it listens on
 )
 NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
@@ -134,6 +135,7 @@ class Settings:
         self.quiet = False
         self.allocator: Optional[str] = None
         self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
+        self.metrics_addr = DEFAULT_METRICS_ADDR
         # CUDA_VISIBLE_DEVICES: None = unset (all GPUs), [] = none, else the entries CUDA uses.
         self.visible_devices: Optional[List[str]] = None
         self.sources: Dict[str, Setting] = {}
@@ -243,6 +245,26 @@ def parse_metrics_port(value: str, variable: str = "TF_GPU_METRICS_PORT") -> Opt
     if not is_ascii_number(text) or not 1 <= int(text) <= 65535:
         raise ConfigError(variable, value, METRICS_PORT_ACCEPTED, str(EXAMPLE_METRICS_PORT))
     return int(text)
+
+
+# Every interface by default: Prometheus scrapes the container or pod from outside it.
+DEFAULT_METRICS_ADDR = "0.0.0.0"
+METRICS_ADDR_ACCEPTED = (
+    "an IPv4 or IPv6 address of this container to listen on (0.0.0.0 or :: = every interface, "
+    "the default; 127.0.0.1 = only from inside the container)"
+)
+
+
+def parse_metrics_addr(value: str, variable: str = "TF_GPU_METRICS_ADDR") -> str:
+    """The address literal the metrics server binds, normalised. No host names: resolving
+    one would put DNS on the path of `import tensorflow`."""
+    import ipaddress  # only when the variable is set: ~1 ms that `tfgpu run` need not pay
+
+    text = value.strip()
+    try:
+        return str(ipaddress.ip_address(text))  # ASCII digits only, as the rest of the kit
+    except ValueError:
+        raise ConfigError(variable, value, METRICS_ADDR_ACCEPTED, "127.0.0.1") from None
 
 
 def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") -> List[str]:
@@ -417,6 +439,9 @@ def _parse_rest(s: Settings, get: Callable[[str], Optional[str]]) -> None:
     v = get("TF_GPU_METRICS_PORT")
     if v is not None:
         s.metrics_port = parse_metrics_port(v)
+    v = get("TF_GPU_METRICS_ADDR")
+    if v is not None:
+        s.metrics_addr = parse_metrics_addr(v)
     for name, default in (("TF_GPU_REQUIRED", "false"), ("TF_GPU_QUIET", "false")):
         s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
 
