@@ -79,7 +79,11 @@ def _load(
     except yaml.YAMLError as exc:
         raise _invalid(path, exc, error) from None
     except YamlLimitError as exc:
-        raise error(f"{shown(str(path))}: refused: {exc}") from None
+        raise error(
+            f"{shown(str(path))}: refused: {exc}: accepted: YAML of at most "
+            f"{MAX_EXPANDED_NODES:,} nodes with its aliases expanded, {MAX_DEPTH} levels deep, "
+            "no alias inside its own anchor; example: write a repeated value out"
+        ) from None
 
 
 def _parse(text: str, *, single: bool) -> list[Any]:
