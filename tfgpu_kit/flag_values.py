@@ -4,6 +4,10 @@ by the runtime's own test; sizes by the runtime's own amount grammar."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
 from tfgpu.errors import ConfigError
 from tfgpu.settings import is_ascii_number, parse_mem_limit
 
@@ -42,3 +46,17 @@ def size_mib(flag: str, value: str, example: str) -> float:
             f"(no percentage, no list); example: {flag} {example}"
         )
     return amounts[0].mib
+
+
+def path_flag(flag: str, example: str) -> Callable[[str], Path]:
+    """An argparse `type` for a path flag: an empty value is refused (`Path("")` is `.`, the
+    current folder, which would put the output in the working directory, usually the checkout)."""
+
+    def convert(value: str) -> Path:
+        if not value.strip():
+            raise argparse.ArgumentTypeError(
+                f"{flag} is empty: accepted: a path; example: {flag} {example}"
+            )
+        return Path(value)
+
+    return convert

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 from tfgpu_kit.errors import UsageError
 
-_VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
+# ASCII digits only, whole string (fullmatch): `\d` also takes "٥" (int() reads it as 5), which
+# nvidia-smi, CUDA and the runtime (tfgpu.settings.is_ascii_number) never write or accept.
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}")
 
 
 @dataclass(frozen=True, order=True)
@@ -24,7 +26,7 @@ class Version:
     def parse(cls, text: str) -> Version:
         """Parse without user-facing wording; raises ValueError."""
         cleaned = text.strip()
-        if not _VERSION.match(cleaned):
+        if not _VERSION.fullmatch(cleaned):
             raise ValueError(text)
         parts = tuple(int(p) for p in cleaned.split("."))
         while len(parts) > 1 and parts[-1] == 0:
@@ -61,7 +63,8 @@ def parse_driver(text: str, *, flag: str = "--driver") -> Version:
     except ValueError:
         raise UsageError(
             f"{flag}: {text!r} is not a driver version",
-            hint="expected numbers separated by dots, e.g. 535.104.05 (or a branch such as 535)",
+            hint="expected numbers (ASCII digits 0-9) separated by dots, e.g. 535.104.05 (or a "
+            "branch such as 535)",
         ) from None
     if version.major < 100 or len(text.strip().split(".")) > 3:
         raise UsageError(
@@ -87,17 +90,18 @@ class Arch:
         return f"sm_{self.major}{self.minor}"
 
 
-_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d+)(\d)$|^(\d+)\.(\d)$")
+_ARCH = re.compile(r"(?:sm_?|compute_?)?([0-9]+)([0-9])|([0-9]+)\.([0-9])")
 
 
 def parse_arch(text: str, *, flag: str = "--gpu-arch") -> Arch:
     """`sm_90`, `sm90`, `90` or `9.0` (compute capability); two-digit majors too (`sm_100`,
     `sm_120`: Blackwell), as in `parse_arch_code`."""
-    match = _ARCH.match(text.strip().lower())
+    match = _ARCH.fullmatch(text.strip().lower())
     if not match:
         raise UsageError(
             f"{flag}: {text!r} is not a GPU architecture",
-            hint="expected sm_XY or compute capability X.Y: sm_90 or 9.0 (H100), sm_80 (A100)",
+            hint="expected sm_XY or compute capability X.Y (ASCII digits 0-9): sm_90 or 9.0 "
+            "(H100), sm_80 (A100)",
         )
     groups = [g for g in match.groups() if g is not None]
     return Arch(int(groups[0]), int(groups[1]))
@@ -105,7 +109,7 @@ def parse_arch(text: str, *, flag: str = "--gpu-arch") -> Arch:
 
 def parse_arch_code(code: str) -> tuple[str, Arch]:
     """A build's arch entry: ('sass', Arch) for sm_XY, ('ptx', Arch) for compute_XY."""
-    match = re.match(r"^(sm|compute)_(\d+)(\d)$", code)
+    match = re.fullmatch(r"(sm|compute)_([0-9]+)([0-9])", code)
     if not match:
         raise ValueError(code)
     kind = "sass" if match.group(1) == "sm" else "ptx"

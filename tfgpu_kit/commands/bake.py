@@ -7,10 +7,11 @@ import json
 import logging
 from pathlib import Path
 
-from tfgpu_kit import bake, baselock, catalog, image_builds, l4t_builds, selectors
+from tfgpu_kit import bake, baselock, catalog, image_builds, l4t_builds, name_rules, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
-from tfgpu_kit.errors import SpecError
+from tfgpu_kit.errors import SpecError, UsageError
+from tfgpu_kit.flag_values import path_flag
 
 NAME = "bake"
 HELP = "emit a docker-bake.json for `docker buildx bake`"
@@ -23,10 +24,14 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("selectors", nargs="*", metavar="SELECTOR")
-    parser.add_argument("--out", type=Path, help="write the file here instead of stdout")
+    parser.add_argument(
+        "--out",
+        type=path_flag("--out", "docker-bake.json"),
+        help="write the file here instead of stdout",
+    )
     parser.add_argument(
         "--contexts",
-        type=Path,
+        type=path_flag("--contexts", ".tfgpu-contexts"),
         default=Path(".tfgpu-contexts"),
         help="directory of the build contexts (default: .tfgpu-contexts)",
     )
@@ -36,8 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog.check_registry("--registry", args.registry)
-    catalog.check_registry("--base-registry", args.base_registry)
+    for flag, value in (("--registry", args.registry), ("--base-registry", args.base_registry)):
+        catalog.check_registry(flag, value)
+        name_rules.registry_port(flag, value)
+    if args.out is not None and args.out.is_dir():
+        raise UsageError(
+            f"--out {str(args.out)!r} is a folder: accepted: a file path; example: "
+            "--out docker-bake.json"
+        )
     spec = specs.load()
     # images/l4t.yaml's Jetson images: with `l4t` (or a name or tag of one), or with no selector
     jetson, wanted = l4t_builds.split(args.selectors or ["all", "l4t"])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
-from tfgpu_kit import catalog, image_builds, l4t_builds, selectors
+from tfgpu_kit import catalog, image_builds, l4t_builds, name_rules, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, UsageError
+from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
 
 NAME = "build"
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", action="store_true", help="run `verify` on each built image")
     parser.add_argument(
         "--contexts",
-        type=Path,
+        type=path_flag("--contexts", ".tfgpu-contexts"),
         help="keep the build contexts in this directory (default: a temporary one)",
     )
     parser.add_argument(
@@ -60,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog.check_registry("--registry", args.registry)
-    catalog.check_registry("--base-registry", args.base_registry)
+    for flag, value in (("--registry", args.registry), ("--base-registry", args.base_registry)):
+        catalog.check_registry(flag, value)
+        name_rules.registry_port(flag, value)
     spec = specs.load()
     # images/l4t.yaml's Jetson images (`l4t`, or a name or tag of one): arm64, built where the
     # engine can run arm64, else declined with the reason (tfgpu_kit/l4t_builds.py)

@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="VERSION",
-        help="TensorFlow version (2.21.0, or 2.21 for the newest 2.21.x); repeatable;"
-        " default: all offered",
+        help="TensorFlow version (2.21.0, or 2.21 for the newest 2.21.x; a bare major such as 2"
+        " is ambiguous and refused); repeatable; default: all offered",
     )
     parser.add_argument("--gpu-arch", help="GPU architecture, e.g. sm_90 (H100) or 8.0 (A100)")
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
@@ -53,8 +53,17 @@ def resolve_versions(spec: specs.Spec, wanted: list[str]) -> list[tuple[str, str
             found.append((text, text))
         elif text in patches:
             found.append((text, patches[text]))
-        elif same_minor := [v for v in known if v.startswith(text + ".")]:
+        elif text.count(".") == 1 and (
+            same_minor := [v for v in known if v.startswith(text + ".")]
+        ):
             found.append((text, str(max(Version.parse(v) for v in same_minor))))
+        elif broader := [v for v in known if v.startswith(text + ".")]:
+            # `2` is every 2.x: answering for the newest would be a guess, not what was asked
+            raise UsageError(
+                f"--tf {text!r} is ambiguous: it matches {', '.join(broader)}; accepted: a "
+                "version (2.21.0) or a minor (2.21, its newest); example: --tf "
+                f"{max(Version.parse(v) for v in broader).major_minor}"
+            )
         else:
             raise UsageError(
                 f"--tf {text}: not in the matrix",
