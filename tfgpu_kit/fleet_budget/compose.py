@@ -92,13 +92,14 @@ def read(
             )
         wanted = _profiles(source, where, service.get("profiles"))
         out.profiles.update(wanted)
+        # read (and so checked) even when skipped: Compose validates the whole file
+        workload = _service(name, service, source=source, host_gpus=host_gpus)
         if wanted and not set(wanted) & set(profiles):
             out.notes.append(
                 f"{shown(source)}: service '{name}' skipped: only starts with profile(s) "
                 f"{', '.join(shown(p) for p in wanted)} (pass --profile to include it)"
             )
             continue
-        workload = _service(name, service, source=source, host_gpus=host_gpus)
         if workload is not None:
             out.workloads.append(workload)
     return out
@@ -120,18 +121,21 @@ def _service(
     where = f"services.{name}"
     env, unresolved = _environment(source, f"{where}.environment", service.get("environment"))
     env_file = service.get("env_file")
-    if env_file:
-        unresolved.append(
-            Unresolved(
-                "env_file",
-                f"env_file {_env_files(source, where, env_file)} is not read: variables set "
-                "only there (caps, visible devices) are unknown to the plan",
+    if env_file is not None:
+        files = _env_files(source, where, env_file)
+        if env_file:
+            unresolved.append(
+                Unresolved(
+                    "env_file",
+                    f"env_file {files} is not read: variables set only there (caps, visible "
+                    "devices) are unknown to the plan",
+                )
             )
-        )
     gpus = _gpus(source, where, service, env, unresolved, host_gpus)
+    # checked for every service, as Compose checks the whole file
+    replicas, processes = _counts(source, where, service, unresolved)
     if gpus is None:
         return None
-    replicas, processes = _counts(source, where, service, unresolved)
     return Workload(
         who=name,
         source=source,
@@ -209,11 +213,12 @@ def _gpus(
     requests = _device_requests(source, where, service)
     if requests:
         ids: list[str] = []
-        for request_where, request in requests:
-            resolved = _request_ids(source, request_where, request, host_gpus)
-            if isinstance(resolved, GpuRequest):
-                return resolved
-            ids.extend(gpu for gpu in resolved if gpu not in ids)
+        # every request is checked before the first that cannot be placed decides
+        resolved = [_request_ids(source, w, request, host_gpus) for w, request in requests]
+        for each in resolved:
+            if isinstance(each, GpuRequest):
+                return each
+            ids.extend(gpu for gpu in each if gpu not in ids)
     elif "NVIDIA_VISIBLE_DEVICES" in env:
         listed = devices.nvidia_visible(env["NVIDIA_VISIBLE_DEVICES"], host_gpus)
         if listed is None:

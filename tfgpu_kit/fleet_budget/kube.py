@@ -442,17 +442,14 @@ def _environment(
     for item in sequence(source, f"{who} env", container.get("env"), example):
         item = mapping(source, f"{who} env[]", item, example)
         name = text(source, f"{who} env[].name", item.get("name"), example)
+        value = item.get("value")
+        if value is not None:  # EnvVar.value is a string, whatever the variable
+            text(source, f"{who} env {shown(name)} value", value, example + " (quote numbers)")
         if not envvars.relevant(name):
             continue
         env.pop(name, None)
         if "value" in item or "valueFrom" not in item:
-            value = item.get("value", "")
-            value = text(
-                source,
-                f"{who} env {shown(name)} value",
-                "" if value is None else value,
-                example + " (a string: quote numbers)",
-            )
+            value = value or ""
             if envvars.kube_interpolated(value):
                 unresolved.append(Unresolved(name, f"'{shown(value)}' expands $(…) at run time"))
             else:
