@@ -39,10 +39,14 @@ COMMANDS: tuple[Command, ...] = (
     k8s.COMMAND,
 )
 
-EPILOG = """exit codes: 0 ok; 1 negative verdict (cannot run, stale files, failed verify, over
-budget);
-2 usage; 3 invalid spec under images/; 4 Docker engine unreachable or a build/push failed;
-5 a file or folder named cannot be read or written"""
+# One code a line: the help formatters keep these line breaks (RawDescriptionHelpFormatter).
+EPILOG = """exit codes:
+  0  ok
+  1  negative verdict (cannot run, stale files, failed verify, over budget)
+  2  usage: a bad flag or value
+  3  invalid spec under images/
+  4  Docker engine unreachable, or a build or push failed
+  5  a file or folder named cannot be read or written"""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -24,14 +24,14 @@ non-root securityContext, resource requests and a shutdown that lets the process
 and give its GPU memory back (preStop, terminationGracePeriodSeconds); with
 --time-slicing also the NVIDIA device-plugin ConfigMap that lets several capped pods
 share each GPU; with --pod-monitor a Prometheus Operator PodMonitor for the metrics
-port. Check the result with `build.py plan FILE --gpu-memory SIZE`."""
+port. Check the result with `./kit plan FILE --gpu-memory SIZE`."""
 
 EPILOG = """\
 examples:
-  build.py k8s --name text --mem-limit 6GiB --serve-cmd "python serve.py" > text.yaml
-  build.py k8s --kind job --name train --mem-limit 10GiB --train-cmd "python train.py --epochs 5"
-  build.py k8s --name small --mem-limit 3GiB --time-slicing 4 --replicas 4 --out k8s/
-  build.py k8s --name text --mem-limit 6GiB --pod-monitor --pod-monitor-label release=prom
+  ./kit k8s --name text --mem-limit 6GiB --serve-cmd "python serve.py" > text.yaml
+  ./kit k8s --kind job --name train --mem-limit 10GiB --train-cmd "python train.py --epochs 5"
+  ./kit k8s --name small --mem-limit 3GiB --time-slicing 4 --replicas 4 --out k8s/
+  ./kit k8s --name text --mem-limit 6GiB --pod-monitor --pod-monitor-label release=prom
 """
 
 

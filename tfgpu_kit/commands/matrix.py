@@ -21,7 +21,9 @@ run it (native minimum, minor-version-compatibility floor, NVIDIA_REQUIRE_CUDA).
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--json", action="store_true", help="one JSON object per TensorFlow version"
+        "--json",
+        action="store_true",
+        help="print one JSON array on stdout, one object per TensorFlow version",
     )
 
 

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             print(problem)
         if problems:
             log.error(
-                "%d generated file(s) out of date: run `python build.py render` and commit",
+                "%d generated file(s) out of date: run `./kit render` and commit",
                 len(problems),
             )
             return EXIT_FAILED
