@@ -116,6 +116,10 @@ def configure_tensorflow(
     from tfgpu.shm import warn_once
 
     warn_once(environ, env_out, stderr)  # once per process tree: env_out's mark is inherited
+    if settings.recovery is not None:
+        from tfgpu import recovery
+
+        recovery.start(settings.recovery)
     if settings.metrics_port is not None:
         _start_metrics(settings)
     return plan

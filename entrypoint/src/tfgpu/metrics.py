@@ -150,13 +150,22 @@ def _serve(
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(TensorFlowCollector(_config_labels(settings, environ)))
     prometheus_client.ProcessCollector(registry=registry)
-    server = metrics_server.serve(prometheus_client.make_wsgi_app(registry), addr, port)
+    app = prometheus_client.make_wsgi_app(registry)
+    server = metrics_server.serve(app, addr, port, livez=_liveness)
     with _lock:
         _state["server"] = server
         _state["port"] = port
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_close_inherited_socket)
     return True
+
+
+def _liveness() -> Tuple[bool, str]:
+    """/livez: the recovery rule's verdict where it is on, else alive."""
+    recovery = sys.modules.get("tfgpu.recovery")
+    if recovery is None:
+        return True, "ok: no recovery rule\n"
+    return recovery.liveness()  # type: ignore[no-any-return]
 
 
 def _close_inherited_socket() -> None:
@@ -226,6 +235,8 @@ class TensorFlowCollector:
         if initialized:
             yield from self._guarded("tensorflow", self._devices, GaugeMetricFamily)
             yield from self._guarded("tensorflow caps", self._limits, GaugeMetricFamily)
+        if "tfgpu.recovery" in sys.modules:  # the rule is on (the hook started the watch)
+            yield from self._guarded("recovery", self._recovery, GaugeMetricFamily)
         if not self._nvml_absent:
             yield from self._guarded("nvml", self._cards, GaugeMetricFamily)
 
@@ -287,7 +298,7 @@ class TensorFlowCollector:
             return None
 
     def _limits(self, family: Any) -> Iterator[Any]:
-        limits = _logical_gpu_limits(sys.modules["tensorflow"])
+        limits = logical_gpu_limits(sys.modules["tensorflow"])
         if limits:
             limit = family(
                 "tfgpu_device_memory_limit_bytes",
@@ -297,6 +308,39 @@ class TensorFlowCollector:
             for name, mib in limits:
                 limit.add_metric([name], mib * _MIB)
             yield limit
+
+    def _recovery(self, family: Any) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
+        from tfgpu import recovery
+
+        watch = recovery.current()
+        if watch is None:
+            return
+        yield CounterMetricFamily(
+            "tfgpu_recoveries",
+            "Times a process of this container ended itself at its cap (TF_GPU_RECOVER_*); "
+            "kept in a file, so it survives the restarts it causes",
+            value=recovery.recoveries(),
+        )
+        yield family(
+            "tfgpu_recovery_stuck",
+            "1 while the recovery rule judges this process stuck at its cap (/livez is 503)",
+            value=0 if watch.reason is None else 1,
+        )
+        yield family(
+            "tfgpu_recovery_after_seconds",
+            "The rule's period: how long a GPU must stay at its share of the cap",
+            value=watch.rule.after_s,
+        )
+        streak = family(
+            "tfgpu_recovery_streak_seconds",
+            "How long each capped GPU has been at or above the rule's share of its cap",
+            labels=["device"],
+        )
+        for device, seconds in watch.streaks().items():
+            streak.add_metric([device], seconds)
+        yield streak
 
     def _cards(self, family: Any) -> Iterator[Any]:
         from tfgpu import tegra
@@ -325,7 +369,7 @@ class TensorFlowCollector:
         yield used
 
 
-def _logical_gpu_limits(tf: Any) -> List[Tuple[str, float]]:
+def logical_gpu_limits(tf: Any) -> List[Tuple[str, float]]:
     """(logical device name, cap in MiB) from the configuration TensorFlow holds. Logical GPUs
     are numbered across the physical GPUs in order; reading the configuration initialises
     nothing."""

@@ -6,8 +6,9 @@ user's training process (500 of them held 509 threads and slowed TensorFlow's st
 server is the same standard-library WSGI server prometheus-client uses
 (wsgiref + socketserver.ThreadingMixIn), with three limits:
 
-- only `/metrics` is served (what Prometheus, the PodMonitor and the annotations ask for);
-  any other path gets 404 and reads no metric;
+- only `/metrics` is served (what Prometheus, the PodMonitor and the annotations ask for),
+  and `/livez` (the recovery rule's verdict, tfgpu.recovery: 200, or 503 while the process is
+  stuck at its cap); any other path gets 404 and reads no metric;
 - each connection has REQUEST_TIMEOUT_S to send its request and take the answer
   (`StreamRequestHandler.timeout`), then it is closed;
 - at most MAX_CONNECTIONS are served at once; one more is closed at once, with no thread.
@@ -27,9 +28,10 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, List, Tuple
+    from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 PATH = "/metrics"
+LIVEZ_PATH = "/livez"  # the recovery rule's verdict (tfgpu.recovery), for liveness probes
 REQUEST_TIMEOUT_S = 10.0  # Prometheus' default scrape_timeout; a scrape needs milliseconds
 MAX_CONNECTIONS = 8  # one Prometheus (or two, in HA) scrapes a target one request at a time
 
@@ -71,31 +73,46 @@ class BoundedServer(ThreadingMixIn, WSGIServer):
         class would print a traceback on its stderr)."""
 
 
-def only_metrics(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """The WSGI app, answering PATH only."""
+def _text(start_response: Callable[..., Any], status: str, text: str) -> Iterable[bytes]:
+    body = text.encode()
+    headers: List[Tuple[str, str]] = [
+        ("Content-Type", "text/plain; charset=utf-8"),
+        ("Content-Length", str(len(body))),
+    ]
+    start_response(status, headers)
+    return [body]
+
+
+def routes(
+    app: Callable[..., Iterable[bytes]], livez: Optional[Callable[[], Tuple[bool, str]]] = None
+) -> Callable[..., Iterable[bytes]]:
+    """The WSGI app on PATH, `livez` (alive, text) on LIVEZ_PATH (200 or 503), 404 elsewhere."""
 
     def serve(environ: Any, start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "") != PATH:
-            body = f"not found: only {PATH} is served\n".encode()
-            headers: List[Tuple[str, str]] = [
-                ("Content-Type", "text/plain; charset=utf-8"),
-                ("Content-Length", str(len(body))),
-            ]
-            start_response("404 Not Found", headers)
-            return [body]
-        return app(environ, start_response)
+        path = environ.get("PATH_INFO", "")
+        if path == PATH:
+            return app(environ, start_response)
+        if path == LIVEZ_PATH and livez is not None:
+            alive, text = livez()
+            return _text(start_response, "200 OK" if alive else "503 Service Unavailable", text)
+        return _text(start_response, "404 Not Found", f"not found: {PATH} is served here\n")
 
     return serve
 
 
-def serve(app: Callable[..., Iterable[bytes]], addr: str, port: int) -> BoundedServer:
+def serve(
+    app: Callable[..., Iterable[bytes]],
+    addr: str,
+    port: int,
+    livez: Optional[Callable[[], Tuple[bool, str]]] = None,
+) -> BoundedServer:
     """Listen on (addr, port) and serve `app` on a daemon thread; raises OSError when the
     address cannot be bound (taken port, an address this container does not have)."""
 
     class Server(BoundedServer):
         address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
 
-    server = make_server(addr, port, only_metrics(app), Server, handler_class=_QuietHandler)
+    server = make_server(addr, port, routes(app, livez), Server, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="tfgpu-metrics", daemon=True)
     thread.start()
     return server

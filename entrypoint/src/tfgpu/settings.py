@@ -17,10 +17,15 @@ import re
 
 from tfgpu import is_disabled
 from tfgpu.errors import ConfigError
+from tfgpu.recovery_rule import ACTION as RECOVER_ACTION
+from tfgpu.recovery_rule import AFTER as RECOVER_AFTER
+from tfgpu.recovery_rule import DEFAULT_AFTER_S, format_duration, parse_rule
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
     from typing import Callable, Dict, List, Mapping, Optional
+
+    from tfgpu.recovery_rule import RecoveryRule
 
 # Sources reported by `tfgpu show` for each value.
 ENVIRONMENT = "environment"
@@ -39,6 +44,9 @@ KIT_VARIABLES = (
     "TF_GPU_QUIET",
     "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
     "TF_GPU_METRICS_ADDR",  # the address it listens on
+    "TF_GPU_RECOVER_AT",  # the recovery rule (tfgpu.recovery_rule)
+    "TF_GPU_RECOVER_AFTER",
+    "TF_GPU_RECOVER_ACTION",
 )
 NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
@@ -136,6 +144,7 @@ class Settings:
         self.allocator: Optional[str] = None
         self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
         self.metrics_addr = DEFAULT_METRICS_ADDR
+        self.recovery: Optional[RecoveryRule] = None  # None: no recovery rule (the default)
         # CUDA_VISIBLE_DEVICES: None = unset (all GPUs), [] = none, else the entries CUDA uses.
         self.visible_devices: Optional[List[str]] = None
         self.sources: Dict[str, Setting] = {}
@@ -358,6 +367,11 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
     _parse_growth(s, environ, get)
     _parse_allocator(s, get)
     _parse_rest(s, get)
+    capped = s.mem_limit is not None or s.virtual_devices is not None
+    s.recovery = parse_rule(get, capped=capped, metrics_port=s.metrics_port)
+    if s.recovery is not None:  # `tfgpu show` lists the rule's defaults as defaults
+        s.sources.setdefault(RECOVER_AFTER, Setting(format_duration(DEFAULT_AFTER_S), KIT_DEFAULT))
+        s.sources.setdefault(RECOVER_ACTION, Setting("report", KIT_DEFAULT))
     return s
 
 

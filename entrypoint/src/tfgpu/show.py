@@ -48,6 +48,7 @@ def show(
             "settings": table,
             "warnings": warnings,
             "error": None,
+            "recovery": None if settings.recovery is None else settings.recovery.explain(),
         }
         from tfgpu import tegra
 
@@ -71,6 +72,8 @@ def show(
             note = f"; {entry['note']}" if entry.get("note") else ""
             out.write(f"{name:<{width}}  {entry['value']!r:<12} {entry['source']}{note}\n")
     out.write(f"\nasks for: {describe_plan(make_plan(settings, []).as_json(), settings)}\n")
+    if settings.recovery is not None:
+        out.write(f"recovery: {settings.recovery.explain()}\n")
     from tfgpu import tegra
 
     jetson = tegra.query(environ)
