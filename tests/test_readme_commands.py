@@ -8,6 +8,10 @@ import argparse
 import re
 from pathlib import Path
 
+import pytest
+from tfgpu import settings
+from tfgpu.errors import ConfigError
+
 from tfgpu_kit import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
@@ -71,3 +75,21 @@ def test_help_keeps_the_exit_code_lines() -> None:
     text = _subparsers()["k8s"].format_help()
     assert "\n  2  usage: a bad flag or value\n" in text
     assert "\n  ./kit k8s --name text" in text  # the examples keep their lines too
+
+
+def _contract_row(variable: str) -> str:
+    return next(line for line in README.splitlines() if line.startswith(f"| `{variable}` |"))
+
+
+def test_documented_ranges_are_what_the_runtime_accepts() -> None:
+    port_row = _contract_row("TF_GPU_METRICS_PORT")
+    assert "`1`–`65535`" in port_row and "`0` (or unset, or empty) = no metrics" in port_row
+    assert settings.parse_metrics_port("0") is None  # off
+    assert settings.parse_metrics_port("1") == 1 and settings.parse_metrics_port("65535") == 65535
+    with pytest.raises(ConfigError):
+        settings.parse_metrics_port("65536")
+    # virtual devices take every amount TF_GPU_MEM_LIMIT does, percentages included
+    split_row = _contract_row("TF_GPU_VIRTUAL_DEVICES")
+    for example in ("6144", "6GiB", "40%"):
+        assert f"`{example}`" in split_row
+        assert settings.parse_virtual_devices(f"{example},{example}")
