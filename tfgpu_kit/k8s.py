@@ -2,7 +2,11 @@
 (each error names its flag), then rendered.
 
 Templates live in templates/k8s/ (Jinja2, StrictUndefined); every value is written
-JSON-quoted, which is valid YAML, so a value can never change the document's shape."""
+JSON-quoted with every non-ASCII character escaped, which is valid YAML, and a value reaches a
+comment only through the `comment` filter, which refuses anything but a checked name: so a value
+can never change the document's shape (tests/scale/test_k8s_properties.py). Values are checked
+first: names by Kubernetes' and Docker's rules (name_rules.py), the environment by the runtime's
+own parser (k8s_env.py), control characters nowhere."""
 
 from __future__ import annotations
 
