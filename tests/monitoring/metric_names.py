@@ -22,12 +22,18 @@ DCGM = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL"}
 # Prometheus's own series: `up` per target, ALERTS per pending/firing alert
 # (https://prometheus.io/docs/concepts/jobs_instances/, …/configuration/alerting_rules/).
 PROMETHEUS = {"up", "ALERTS"}
-_FAMILIES = {"GaugeMetricFamily": "", "InfoMetricFamily": "_info", "family": ""}
+_FAMILIES = {
+    "GaugeMetricFamily": "",
+    "InfoMetricFamily": "_info",
+    "CounterMetricFamily": "_total",
+    "family": "",
+}
 
 
 def runtime_names(path: Path = METRICS_MODULE) -> set[str]:
     """Exposed names of the metric families metrics.py creates: the first argument of each
-    `GaugeMetricFamily(…)`, `InfoMetricFamily(…)` (exposed with `_info`) or `family(…)` call."""
+    `GaugeMetricFamily(…)`, `InfoMetricFamily(…)` (exposed with `_info`),
+    `CounterMetricFamily(…)` (exposed with `_total`) or `family(…)` call."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Call) or not node.args:

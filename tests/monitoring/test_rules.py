@@ -21,6 +21,7 @@ ALERTS = {
     "TfgpuUncappedOnSharedGpu",
     "TfgpuGpuOverPlan",
     "TfgpuMetricsEndpointDown",
+    "TfgpuRestartedAtCap",
 }
 
 
