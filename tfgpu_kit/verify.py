@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from tfgpu import libs
 from tfgpu.check_report import CheckReport, LibraryInfo, TensorFlowInfo
 
 from tfgpu_kit import compat_rules
@@ -109,12 +110,19 @@ def _major(text: object) -> int | None:
         return None
 
 
-def _library_problem(lib: LibraryInfo, tf: str, build_cuda: str, build_cudnn: str) -> str:
+def _library_problem(
+    lib: LibraryInfo, tf: str, build_cuda: str, build_cudnn: str, *, all_loaded: bool = False
+) -> str:
+    """What is wrong with one library; `all_loaded`: every library TensorFlow needs loads."""
     name = str(lib.get("name", "?"))
     soname = str(lib.get("soname", name))
     error = f" ({lib['error']})" if lib.get("error") else ""
     if lib.get("loaded"):  # loaded, but TensorFlow's version rule refuses it
-        return f"{soname} at {lib.get('path')} is version {lib.get('version')}{error}"
+        found = f"{soname} at {lib.get('path')} is version {lib.get('version')}{error}"
+        # a cuDNN short of the build's minor only, with everything else loading: TensorFlow
+        # registers the GPU and fails every cuDNN op
+        level = libs.cudnn_ops_verdict(name, lib.get("version"), tf) if all_loaded else None
+        return f"{level}: {found}" if level else found
     if name == "cudnn":
         lack = f"the image lacks cuDNN {_major(build_cudnn)} that TensorFlow {tf} was built for"
     elif name == "cudart":
@@ -218,12 +226,13 @@ def _library_checks(
     checks = []
     if tensorflow.get("is_cuda_build") is True and not libraries:
         checks.append(Check("libraries", False, "the runtime listed no CUDA libraries to load"))
+    all_loaded = all(lib.get("loaded") is True for lib in libraries)
     for lib in libraries:
         ok = lib.get("loaded") is True and not lib.get("error")
         detail = (
             f"{lib.get('path')} ({lib.get('version') or 'loaded'})"
             if ok
-            else _library_problem(lib, tf, build.cuda, build.cudnn)
+            else _library_problem(lib, tf, build.cuda, build.cudnn, all_loaded=all_loaded)
         )
         checks.append(Check(f"library {lib.get('soname', lib.get('name'))}", ok, detail))
     return checks

@@ -282,3 +282,73 @@ def test_probe_failures_are_checks_that_fail() -> None:
     # the probe's verdict is part of compare()
     obs = dataclasses.replace(observed(), gpu=verify.parse_probe(REFUSED_221))
     assert [p.split(":")[0] for p in failed(obs)] == ["TensorFlow registers a GPU"]
+
+
+CU11 = (
+    ("cudart", "libcudart.so.11.0", "11.8"),
+    ("cublas", "libcublas.so.11", None),
+    ("cublasLt", "libcublasLt.so.11", None),
+    ("cufft", "libcufft.so.10", None),
+    ("cusolver", "libcusolver.so.11", None),
+    ("cusparse", "libcusparse.so.11", None),
+)
+CUDNN_SHORT = (
+    "Loaded runtime CuDNN library: 8.6.0 but source was compiled with: 8.7. CuDNN library needs"
+    " to have matching major version and equal or higher minor version."
+)
+
+
+def base_214_report() -> dict[str, Any]:
+    """What `tfgpu check --json` reports in the official 2.14.0-gpu base (its stand-in in
+    tests/standin: system CUDA 11.8 and cuDNN 8.6.0 under a TensorFlow built with 8.7)."""
+    report = copy.deepcopy(REPORT)
+    report["tensorflow"].update(version="2.14.0", cuda_version="11.8", cudnn_version="8")
+    lib = "/usr/local/cuda-11.8/targets/x86_64-linux/lib"
+    report["libraries"] = [
+        {"name": name, "soname": soname, "loaded": True, "path": f"{lib}/{soname}",
+         "version": version, "error": None}
+        for name, soname, version in CU11
+    ] + [
+        {"name": "cudnn", "soname": "libcudnn.so.8", "loaded": True,
+         "path": "/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "version": "8.6.0",
+         "error": CUDNN_SHORT}
+    ]  # fmt: skip
+    report["problems"].append(
+        {
+            "severity": "error",
+            "what": "GPU registered; cuDNN ops will fail (8.6 < 8.7): " + CUDNN_SHORT,
+            "fix": "install the CUDA libraries of this build",
+        }
+    )
+    return report
+
+
+def test_an_older_cudnn_minor_is_reported_as_cudnn_ops_failing_not_as_no_gpu() -> None:
+    """The official 2.14.0 base: TensorFlow registers the GPU (the probe's Created line) and its
+    cuDNN 8.6 fails cuDNN's ops; verify says that, and never "will not use the GPU"."""
+    created = CREATED_221.replace("2.21", "2.14")
+    obs = verify.Observed({}, {}, base_214_report(), gpu=verify.parse_probe(created))
+    checks = verify.compare(SPEC, obs)
+    gpu = next(c for c in checks if c.name == "TensorFlow registers a GPU")
+    assert gpu.ok
+    problems = [f"{c.name}: {c.detail}" for c in verify.failures(checks)]
+    assert problems[0] == (
+        "library libcudnn.so.8: GPU registered; cuDNN ops will fail (8.6 < 8.7): libcudnn.so.8 at"
+        f" /usr/lib/x86_64-linux-gnu/libcudnn.so.8 is version 8.6.0 ({CUDNN_SHORT})"
+    )
+    assert problems[1].startswith(
+        "runtime self-check: tfgpu check reports: GPU registered; cuDNN ops will fail (8.6 < 8.7)"
+    )
+    assert len(problems) == 2
+    assert not any("will not use the GPU" in p for p in problems)
+
+
+def test_an_older_cudnn_minor_beside_a_missing_library_is_no_gpu() -> None:
+    """With a library missing TensorFlow skips the GPU: the cuDNN verdict must not claim a
+    registered GPU."""
+    report = base_214_report()
+    library(report, "libcufft.so.10").update(loaded=False, path=None, error="not found")
+    problems = failed(verify.Observed({}, {}, report))
+    cudnn = next(p for p in problems if p.startswith("library libcudnn.so.8"))
+    assert "GPU registered" not in cudnn
+    assert "is version 8.6.0" in cudnn

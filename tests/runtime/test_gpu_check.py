@@ -192,3 +192,79 @@ def test_show_json_has_the_same_keys_on_error() -> None:
     assert (code, bad_code) == (0, 78)
     assert set(bad) == set(ok) == {"ok", "enabled", "settings", "warnings", "error"}
     assert bad["ok"] is False and bad["warnings"] == [] and "TF_GPU_MEM_LIMIT" in bad["error"]
+
+
+def _libraries_loaded_with(
+    monkeypatch: pytest.MonkeyPatch, versions: dict[str, str | None]
+) -> None:
+    """Every library the build needs loads from /usr/lib; `versions` is what cudart and cuDNN
+    report (None: the library is missing)."""
+    from tfgpu import libs
+
+    def load(name: str, soname: str, dirs: object = ()) -> dict[str, object]:
+        if name in versions and versions[name] is None:
+            error = f"{soname}: cannot open shared object file"
+            return {"name": name, "soname": soname, "loaded": False, "path": None,
+                    "version": None, "error": error}  # fmt: skip
+        return {"name": name, "soname": soname, "loaded": True, "path": f"/usr/lib/{soname}",
+                "version": versions.get(name), "error": None}  # fmt: skip
+
+    monkeypatch.setattr(libs, "search_dirs", lambda *args: [])
+    monkeypatch.setattr(libs, "try_load", load)
+
+
+@pytest.mark.parametrize(
+    ("tensorflow", "build", "cudnn", "verdict"),
+    [
+        # the official 2.14.0-gpu base: cuDNN 8.6.0, TensorFlow 2.14 built with 8.7 (issue 23)
+        ("2.14.0", ("11.8", "8"), "8.6.0", "GPU registered; cuDNN ops will fail (8.6 < 8.7)"),
+        ("2.21.0", ("12.5.1", "9"), "9.1.0", "GPU registered; cuDNN ops will fail (9.1 < 9.3)"),
+    ],
+)
+def test_an_older_cudnn_minor_is_a_cudnn_ops_failure_not_a_cpu_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+    tensorflow: str,
+    build: tuple[str, str],
+    cudnn: str,
+    verdict: str,
+) -> None:
+    """TensorFlow loads a cuDNN of its build's major (the soname is the major's) and registers
+    the GPU; it refuses the older minor when it creates a cuDNN handle. The verdict says so, not
+    "will not use the GPU"."""
+    _libraries_loaded_with(monkeypatch, {"cudnn": cudnn, "cudart": build[0]})
+    info = {"is_cuda_build": True, "cuda_version": build[0], "cudnn_version": build[1]}
+    entries, problems = gpu_check.check_libraries(info, tensorflow, {})
+    (problem,) = problems
+    assert problem.severity == "error"
+    assert problem.what.startswith(f"{verdict}: Loaded runtime CuDNN library: {cudnn} but")
+    assert gpu_check.NOT_ON_GPU not in problem.what
+    (refused,) = [lib for lib in entries if lib["error"]]
+    assert refused["name"] == "cudnn"
+    doc = {
+        "tfgpu_version": "0", "python": "3.11.0", "ok": False,
+        "tensorflow": {"importable": True, "version": tensorflow, "is_cuda_build": True,
+                       "cuda_version": build[0], "cudnn_version": build[1]},
+        "libraries": entries, "problems": [p.as_json() for p in problems],
+        "driver": {"found": False, "error": "no driver"}, "gpus": [],
+        "hook": {"installed": False, "pth": None, "active": False}, "settings": {},
+        "plan": None, "applied": {"ok": False},
+    }  # fmt: skip
+    out = io.StringIO()
+    gpu_check.render(doc, out)
+    assert (
+        f"  {refused['soname']}: loaded from {refused['path']} (version {cudnn}): REFUSED by"
+        f" TensorFlow's version rule ({verdict})\n"
+    ) in out.getvalue()
+
+
+def test_a_missing_library_still_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 2.15.0 base (CUDA 11.8 under a CUDA 12.2 build): TensorFlow skips the GPU, so its
+    cuDNN 8.6 (< 8.9) is no "GPU registered" either."""
+    _libraries_loaded_with(monkeypatch, {"cudnn": "8.6.0", "cudart": None})
+    info = {"is_cuda_build": True, "cuda_version": "12.2", "cudnn_version": "8"}
+    _, problems = gpu_check.check_libraries(info, "2.15.0", {})
+    assert [p.what.split(":")[0] for p in problems] == [gpu_check.NOT_ON_GPU, gpu_check.NOT_ON_GPU]
+    assert "Could not load dynamic library 'libcudart.so.12'" in problems[0].what
+    assert "Loaded runtime CuDNN library: 8.6.0 but source was compiled with: 8.9." in (
+        problems[1].what
+    )

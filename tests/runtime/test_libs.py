@@ -162,3 +162,56 @@ def test_tensorflow_2_12_and_2_13_also_need_curand() -> None:
     build = {"is_cuda_build": True, "cuda_version": "11.8", "cudnn_version": "8"}
     assert ("curand", "libcurand.so.10") in libs.needed(build, "2.13.0")
     assert ("curand", "libcurand.so.10") not in libs.needed(build, "2.14.0")
+
+
+@pytest.mark.parametrize(
+    ("name", "loaded", "tensorflow", "verdict"),
+    [
+        ("cudnn", "8.6.0", "2.14.0", "GPU registered; cuDNN ops will fail (8.6 < 8.7)"),
+        ("cudnn", "8.6.0", "2.15.0", "GPU registered; cuDNN ops will fail (8.6 < 8.9)"),
+        ("cudnn", "9.1.0", "2.21.0", "GPU registered; cuDNN ops will fail (9.1 < 9.3)"),
+        ("cudnn", "8.7.0", "2.14.0", None),  # the build's own minor
+        ("cudnn", "8.9.4", "2.14.0", None),  # newer: TensorFlow accepts it
+        ("cudnn", "8.9.6", "2.21.0", None),  # another major: never loaded (libcudnn.so.9)
+        ("cudnn", "8.6.0", "2.99.0", None),  # a release the table does not know
+        ("cudnn", None, "2.14.0", None),  # no version reported
+        ("cudart", "11.8", "2.15.0", None),  # not cuDNN
+    ],
+)
+def test_cudnn_ops_verdict(
+    name: str, loaded: str | None, tensorflow: str, verdict: str | None
+) -> None:
+    """Only a cuDNN of the build's major and an older minor is "GPU registered; cuDNN ops will
+    fail": TensorFlow loads it (its soname is the major's) and refuses it at the first cuDNN op."""
+    assert libs.cudnn_ops_verdict(name, loaded, tensorflow) == verdict
+
+
+def test_the_fake_driver_has_the_cuda_runtime_of_every_cuda_major() -> None:
+    """Every CUDA major a TensorFlow of images/matrix.yaml is built with has its libcudart soname
+    in the fake driver (docs/fakegpu.md), and that library says it is a runtime of that major:
+    TensorFlow 2.12-2.14 dlopen libcudart.so.11.0, whose real copy crashes on the fake libcuda."""
+    import yaml
+
+    from tfgpu_kit import fakegpu
+
+    matrix = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "images" / "matrix.yaml").read_text()
+    )
+    majors = {str(build["cuda"]).split(".")[0] for build in matrix["tensorflow"].values()}
+    assert majors == {"11", "12"}, majors  # a new major needs a fake runtime: add it here
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to compile the fake driver")
+    built = fakegpu.build()
+    for major in sorted(majors):
+        soname = dict(libs.CUDA_LIBRARIES[major])["cudart"]
+        assert soname in fakegpu.LIBRARIES, f"the fake driver has no {soname}"
+        probe = (
+            "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); v = ctypes.c_int(0);"
+            " assert lib.cudaRuntimeGetVersion(ctypes.byref(v)) == 0; print(v.value)"
+        )
+        done = subprocess.run(
+            ["python3", "-c", probe, str(built / soname)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert int(done.stdout) // 1000 == int(major), (soname, done.stdout)

@@ -75,7 +75,8 @@ def check_libraries(
 ) -> tuple[List[Dict[str, object]], List[Problem]]:
     """The CUDA/cuDNN libraries the build needs, loaded where TensorFlow's dlopen finds them, and
     an error for each one TensorFlow would not load or would refuse: then it will not use the GPU,
-    whatever else is right."""
+    whatever else is right; or, for a cuDNN of the right major but an older minor, it uses the
+    GPU and fails every cuDNN op (libs.cudnn_ops_verdict)."""
     from tfgpu.tfbuild import tensorflow_dir
 
     dirs = libs.search_dirs(tensorflow_dir(), environ)
@@ -87,6 +88,9 @@ def check_libraries(
         f"{tensorflow or 'X'}'` (NVIDIA's wheels of one CUDA release, loaded from site-packages/"
         "nvidia), or use an image built by the tfgpu kit, which adds them where the base lacks them"
     )
+    # "GPU registered" holds only when every library loads: one missing and TensorFlow skips the
+    # GPU, whatever the cuDNN version
+    all_loaded = all(lib["loaded"] for lib in entries)
     problems = []
     for lib in entries:
         if not lib["loaded"]:
@@ -95,13 +99,17 @@ def check_libraries(
                 ' (TensorFlow then logs "Cannot dlopen some GPU libraries" and "Skipping'
                 ' registering GPU devices")'
             )
+            verdict = NOT_ON_GPU
         else:
             refused = libs.version_problem(lib, build_info, tensorflow)
             if refused is None:
                 continue
             reason = f"{refused} ({lib['path']})"
             lib["error"] = refused
-        problems.append(Problem(ERROR, f"{NOT_ON_GPU}: {reason}", fix))
+            # a cuDNN short of the build's minor only: the GPU is used, cuDNN's ops fail
+            level = libs.cudnn_ops_verdict(lib["name"], lib["version"], tensorflow)
+            verdict = level if level and all_loaded else NOT_ON_GPU
+        problems.append(Problem(ERROR, f"{verdict}: {reason}", fix))
     return entries, problems
 
 
@@ -277,7 +285,12 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
             state = "MISSING"
         else:
             version = f" (version {lib['version']})" if lib.get("version") else ""
-            refused = ": REFUSED by TensorFlow's version rule" if lib.get("error") else ""
+            refused = ""
+            if lib.get("error"):
+                level = libs.cudnn_ops_verdict(lib["name"], lib.get("version"), tf.get("version"))
+                if not all(other["loaded"] for other in doc["libraries"]):
+                    level = None
+                refused = f": REFUSED by TensorFlow's version rule ({level or NOT_ON_GPU})"
             state = f"loaded from {lib['path']}{version}{refused}"
         w(f"  {lib['soname']}: {state}\n")
     d = doc["driver"]

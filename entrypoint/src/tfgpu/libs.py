@@ -231,6 +231,28 @@ def _parts(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit() and p.isascii())
 
 
+# TensorFlow's verdict on a cuDNN of its build's major but a lower minor (the official 2.14 bases:
+# 8.6 where 2.14 was built with 8.7). The soname is the major's, so the dlopen checker loads it
+# and TensorFlow registers the GPU; the version rule runs only when TensorFlow first creates a
+# cuDNN handle (CudnnSupport::Init in xla/stream_executor/cuda/cuda_dnn.cc, which logs "Loaded
+# runtime CuDNN library: … but source was compiled with: …" and fails): convolutions, pooling,
+# batch normalisation and RNN kernels fail, everything else runs on the GPU.
+CUDNN_OPS_FAIL = "GPU registered; cuDNN ops will fail"
+
+
+def cudnn_ops_verdict(name: object, loaded: object, tensorflow: Optional[str]) -> Optional[str]:
+    """`GPU registered; cuDNN ops will fail (8.6 < 8.7)` for a loaded cuDNN whose major is the
+    build's and whose minor is lower; None for anything else (a library TensorFlow accepts, or
+    one it would not even load)."""
+    built = CUDNN_BUILT_WITH.get(".".join((tensorflow or "").split(".")[:2]))
+    if name != "cudnn" or not isinstance(loaded, str) or built is None:
+        return None
+    have, want = _parts(loaded), _parts(built)
+    if len(have) < 2 or have[:1] != want[:1] or have[1:2] >= want[1:2]:
+        return None
+    return f"{CUDNN_OPS_FAIL} ({have[0]}.{have[1]} < {built})"
+
+
 def version_problem(
     lib: Mapping[str, object], build_info: Mapping[str, object], tensorflow: Optional[str]
 ) -> Optional[str]:
