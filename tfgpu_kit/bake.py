@@ -27,11 +27,13 @@ def bake_file(
     buildargs: dict[str, str],
     cuda_wheels_mib: dict[str, float] | None = None,
     base_digests: dict[str, str] | None = None,
+    base_pin: str | None = None,
 ) -> dict[str, Any]:
     """`cuda_wheels_mib`: per image name, the unpacked size of the NVIDIA wheels its assembled
     context holds (its io.tfgpu.cuda.wheels-mib label); unknown without --assemble.
     `base_digests`: per image name, its base's digest from images/bases.lock.yaml (the
-    base.digest label); an image without one is labelled `unknown`."""
+    base.digest label); an image without one is labelled `unknown`. `base_pin`: the BASE_PIN
+    argument ("" for a mirror's bases: FROM by tag; None: the Dockerfile's own digest)."""
     targets: dict[str, Any] = {}
     for image in images:
         args = dict(buildargs)
@@ -40,6 +42,8 @@ def bake_file(
         if image.name in (base_digests or {}):
             args["TFGPU_BASE_DIGEST"] = (base_digests or {})[image.name]
         args["BASE_REGISTRY"] = catalog.base_registry(image.base_registry, base_registry)
+        if base_pin is not None:
+            args["BASE_PIN"] = base_pin
         targets[target_name(image.name)] = {
             "context": str(contexts / image.name),
             "dockerfile": "Dockerfile",

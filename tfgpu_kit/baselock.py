@@ -1,6 +1,7 @@
 """images/bases.lock.yaml: the registry digest of each official base the images are built FROM.
 
-The tags of tensorflow/tensorflow are mutable; the digest names the exact bytes. `build.py lock
+The tags of tensorflow/tensorflow are mutable; the digest names the exact bytes, and the rendered
+Dockerfiles name a base whose digest the lock knows by that digest (FROM …@sha256:…). `build.py lock
 --bases` asks the registry (through the Docker engine: `client.images.get_registry_data(ref).id`,
 the manifest digest, the same a `docker pull` prints) and records it with where it came from. The
 build writes the locked digest into the image's org.opencontainers.image.base.digest label, and
@@ -33,7 +34,8 @@ HEADER = """\
 # each image with its base's digest and refuses a local base with another digest.
 # `digest: null` = unknown: the lock was written where the registry could not be reached. Refresh
 # with `./kit lock --bases` on a machine whose Docker engine reaches the registry; until then the
-# build warns once and the label says `unknown`.
+# build warns once and the label says `unknown`. A known digest is rendered into the Dockerfiles
+# (FROM …@sha256:…): run `./kit render` after refreshing.
 """
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
@@ -146,15 +148,39 @@ class BaseDigests:
                 ", ".join(not_known),
             )
 
-    def digest(self, image: Image, local_repo_digests: list[str]) -> str | None:
-        """The digest for the label (None: unknown). `local_repo_digests` are the RepoDigests
-        (`repo@sha256:…`) of the local base image, if there is one."""
-        seen = sorted({d.split("@", 1)[1] for d in local_repo_digests if "@" in d})
+    def pin(self) -> str | None:
+        """The BASE_PIN build argument: "" (FROM by tag) for a mirror's bases, which the lock
+        does not vouch for; None (the Dockerfile's own `@sha256:…` default) otherwise."""
+        return "" if self.exempt else None
+
+    def digest(self, image: Image, local_repo_digests: list[str] | None) -> str | None:
+        """The digest for the label (None: unknown). `local_repo_digests`: the RepoDigests
+        (`repo@sha256:…`) of the local base image; [] when the local base has none (built or
+        `docker load`ed here, never pulled); None when no local base was looked at (not present,
+        or `bake`, whose builder resolves the FROM itself).
+
+        The label claims only what someone checked: the locked digest when the Dockerfile names
+        the base by that digest (render: FROM …@sha256:…, whenever the lock knows it), since the
+        engine then resolves exactly those bytes; a mirror's local RepoDigest; else unknown.
+        A local base under the official name that has no RepoDigest is refused when the lock
+        knows the digest: nothing ties it to the registry's bytes (a local rebuild, a tampered
+        `docker load`), and the pinned FROM would not use it anyway."""
+        seen = sorted({d.split("@", 1)[1] for d in local_repo_digests or [] if "@" in d})
         if self.exempt:
             return seen[0] if seen else None
         ref = official_ref(image)
         locked = self.lock.bases[ref].digest
-        if locked is not None and seen and locked not in seen:
+        if locked is None:
+            return None
+        if local_repo_digests is not None and not seen:
+            raise SpecError(
+                f"{image.name}: the local base {ref} has no registry digest (it was built or"
+                f" loaded on this machine, not pulled): it cannot be checked against {locked},"
+                f" which {LOCK_NAME} locks",
+                hint=f"`docker pull {ref}@{locked}` (the build names its base by that digest),"
+                f" or remove the local image: docker rmi {ref}",
+            )
+        if seen and locked not in seen:
             raise SpecError(
                 f"{image.name}: the local base {ref} is {', '.join(seen)}, but {LOCK_NAME} locks"
                 f" {locked}",

@@ -1,6 +1,7 @@
 """Assembling a build context on the host: the rendered Dockerfile plus wheels/ holding the tfgpu
 runtime wheel, the wheels of its extras and of the image's extra pip packages, pip itself
-(wheels/pip.whl, run from the wheel inside the build) and wheels/requirements.txt pinning them. The
+(wheels/pip.whl, run from the wheel inside the build) and wheels/requirements.txt pinning them by
+version and sha256 (the image's pip step runs with --require-hashes). The
 Docker build then needs no network. Every wheel but the runtime's is locked (wheellock: exact
 version and sha256), so a rebuild puts the same bytes into the image.
 
@@ -276,13 +277,21 @@ def assemble(
             f"{image.name}: its context holds wheels no lock names: {', '.join(unlocked)}",
             hint="a locked package gained a dependency: run `build.py lock`",
         )
-    (wheels / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
     # the CUDA wheels must be the locked bytes; their size is the image's extra budget
     cuda_bytes = 0
     for pin in cuda_wheels:
         wheel = wheel_for(pin, wheels)
         wheellock.verify(lock, pin, wheel)
         cuda_bytes += lock.wheels[pin].unpacked_bytes
+    # Every line carries the wheel's sha256 and the image's pip step runs with --require-hashes,
+    # so a wheel changed in the context after this check (a kept --contexts folder, bake's
+    # .tfgpu-contexts) is refused at build time (issue 22). The locked wheels' hashes are the
+    # locks' (verified above); the runtime wheel, built here, is hashed now.
+    hashes = {_normalized_pin(pin): entry.sha256 for pin, entry in locked.wheels.items()}
+    hashes.update({_normalized_pin(pin): lock.wheels[pin].sha256 for pin in cuda_wheels})
+    hashes[_normalized_pin(runtime_pin)] = wheellock.sha256(wheels / runtime_wheel.name)
+    lines = [f"{pin} --hash=sha256:{hashes[_normalized_pin(pin)]}" for pin in requirements]
+    (wheels / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return Context(dest, requirements, cuda_bytes)
 
 

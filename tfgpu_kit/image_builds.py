@@ -323,11 +323,13 @@ def _build_one(
     bargs = buildargs(
         # the digest images/bases.lock.yaml locks (a mirror's: the local base's own)
         base_digest=digests.digest(
-            image, base.attrs.get("RepoDigests") or [] if base is not None else []
+            image, list(base.attrs.get("RepoDigests") or []) if base is not None else None
         ),
         cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
     )
     bargs["BASE_REGISTRY"] = base_registry(image.base_registry, options.base_registry)
+    if (pin := digests.pin()) is not None:
+        bargs["BASE_PIN"] = pin
     first = image.tags(registry=options.registry)[0]
     image_id = dockerbuild.build(
         client, ctx.path, label=image.name, tag=first, buildargs=bargs, no_cache=options.no_cache

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-from tfgpu_kit import templating
+from tfgpu_kit import baselock, templating
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import ROOT, Spec, control_characters
@@ -41,7 +41,20 @@ def dockerfile_path(out: Path, image: Image) -> Path:
     return out / image.name / "Dockerfile"
 
 
-def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None) -> str:
+def locked_digest(image: Image, lock: baselock.BaseLock | None = None) -> str | None:
+    """The registry digest images/bases.lock.yaml records for the image's base (None: unknown):
+    the Dockerfile then names its base by digest (FROM …@sha256:…), not by its mutable tag."""
+    lock = lock if lock is not None else baselock.load()
+    entry = lock.bases.get(baselock.official_ref(image))
+    return entry.digest if entry is not None else None
+
+
+def render_image(
+    spec: Spec,
+    image: Image,
+    env: jinja2.Environment | None = None,
+    lock: baselock.BaseLock | None = None,
+) -> str:
     env = env or environment()
     try:
         return env.get_template("Dockerfile.j2").render(
@@ -53,6 +66,7 @@ def render_image(spec: Spec, image: Image, env: jinja2.Environment | None = None
             jupyter=image.variant.jupyter,
             cmd_json=json.dumps(image.variant.cmd),
             unpinned_apt=any("=" not in package for package in image.apt),
+            base_digest=locked_digest(image, lock),
         )
     except jinja2.TemplateError as exc:
         where = (
@@ -70,7 +84,8 @@ class Rendered:
 
 def render_all(spec: Spec, images: list[Image], out: Path = DOCKERFILES_DIR) -> list[Rendered]:
     env = environment()
-    return [Rendered(i, dockerfile_path(out, i), render_image(spec, i, env)) for i in images]
+    lock = baselock.load()
+    return [Rendered(i, dockerfile_path(out, i), render_image(spec, i, env, lock)) for i in images]
 
 
 def write(rendered: list[Rendered]) -> list[Path]:

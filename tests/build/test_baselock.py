@@ -58,8 +58,10 @@ def test_a_known_digest_is_the_label_and_a_different_local_base_is_refused(
     with caplog.at_level(logging.WARNING):
         digests = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
     assert caplog.records == []
-    assert digests.digest(_image(), []) == A  # base not local (yet): the engine pulls the tag
+    # base not local (yet), or bake: the Dockerfile's FROM names the base by A, the engine pulls A
+    assert digests.digest(_image(), None) == A
     assert digests.digest(_image(), [f"tensorflow/tensorflow@{A}"]) == A
+    assert digests.pin() is None  # the Dockerfile's own BASE_PIN (@A) applies
     with pytest.raises(SpecError) as info:
         digests.digest(_image(), [f"tensorflow/tensorflow@{B}"])
     assert f"the local base {REF} is {B}, but bases.lock.yaml locks {A}" in info.value.message
@@ -139,3 +141,58 @@ def test_lock_check_names_what_a_lock_lacks(
     monkeypatch.setattr(baselock, "IMAGES_DIR", tmp_path)
     assert lock_command.check(SPEC) == 1
     assert f"bases.lock.yaml: {REF} has no entry (run `build.py lock --bases`)" in caplog.text
+
+
+def test_a_local_base_without_a_registry_digest_is_refused_when_the_lock_knows_one() -> None:
+    """Issue 22: `digest(image, [])` returned the locked digest for a local base that has no
+    RepoDigest (built or `docker load`ed here): the label claimed a digest nobody checked."""
+    digests = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
+    with pytest.raises(SpecError) as info:
+        digests.digest(_image(), [])
+    assert f"the local base {REF} has no registry digest" in info.value.message
+    assert info.value.hint is not None and f"docker pull {REF}@{A}" in info.value.hint
+    # unknown in the lock: nothing to refuse, the label says unknown
+    unknown = baselock.BaseDigests(_lock(), [_image()], base_registry=None)
+    assert unknown.digest(_image(), []) is None and unknown.digest(_image(), None) is None
+
+
+def test_a_known_digest_pins_the_from_lines_and_a_mirror_unpins_them() -> None:
+    from tfgpu_kit import render
+    from tfgpu_kit import spec as specs
+
+    spec = specs.load()
+    image = _image()
+    pinned = render.render_image(spec, image, lock=_lock(**{"2.21.0-gpu": A}))
+    plain = render.render_image(spec, image, lock=_lock())
+    assert f"ARG BASE_PIN=@{A}\n" in pinned and "BASE_PIN" not in plain
+    froms = [line for line in pinned.splitlines() if line.startswith("FROM ")]
+    assert froms == [
+        f"FROM ${{BASE_REGISTRY}}/{image.base_ref}${{BASE_PIN}} AS tfgpu-runtime",
+        f"FROM ${{BASE_REGISTRY}}/{image.base_ref}${{BASE_PIN}}",
+    ]
+    # the committed Dockerfiles follow the committed lock (all null today: no pin)
+    assert (
+        render.render_image(spec, image)
+        == (render.DOCKERFILES_DIR / image.name / "Dockerfile").read_text()
+    )
+    mirror = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [image], base_registry="mirror.local")
+    assert mirror.pin() == ""  # FROM by tag: the lock does not vouch for a mirror's copy
+
+
+def test_bake_unpins_a_mirrors_bases_and_keeps_the_pin_otherwise(tmp_path: Path) -> None:
+    from tfgpu_kit import bake
+
+    image = _image()
+    mirrored = bake.bake_file(
+        [image],
+        contexts=tmp_path,
+        registry=None,
+        buildargs={},
+        base_registry="m.local",
+        base_pin="",
+    )
+    official = bake.bake_file(
+        [image], contexts=tmp_path, registry=None, buildargs={}, base_registry=None, base_pin=None
+    )
+    assert mirrored["target"]["2_21_0-gpu"]["args"]["BASE_PIN"] == ""
+    assert "BASE_PIN" not in official["target"]["2_21_0-gpu"]["args"]

@@ -215,7 +215,7 @@ def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
         }
     )
     digests = baselock.BaseDigests(lock, images, base_registry=None)
-    locked = {i.name: d for i in images if (d := digests.digest(i, [])) is not None}
+    locked = {i.name: d for i in images if (d := digests.digest(i, None)) is not None}
     data = bake.bake_file(
         images,
         contexts=tmp_path,

@@ -172,8 +172,15 @@ def test_context_downloads_exactly_the_locked_pins(
     assert ctx.requirements == sorted([*LOCKED, "tfgpu==0.1.0"])
     wheels = ctx.path / "wheels"
     assert (wheels / "pip.whl").read_bytes() == b"pip==25.3"
-    assert (wheels / "requirements.txt").read_text().splitlines() == ctx.requirements
     assert not (ctx.path / "pip-download").exists()
+    # each pin with its wheel's sha256, for pip's --require-hashes (issue 22): the locked ones
+    # as locked, the runtime wheel (built on the host, in no lock) hashed at assembly
+    lines = (wheels / "requirements.txt").read_text().splitlines()
+    assert [line.split(" --hash=")[0] for line in lines] == ctx.requirements
+    for line in lines:
+        pin, _, digest = line.partition(" --hash=sha256:")
+        assert digest == wheellock.sha256(context.wheel_for(pin, wheels)), line
+    assert f"tfgpu==0.1.0 --hash=sha256:{hashlib.sha256(b'runtime').hexdigest()}" in lines
 
 
 def test_an_unlocked_package_set_is_refused_naming_it(

@@ -65,10 +65,11 @@ def run(args: argparse.Namespace) -> int:
         for image, ctx in image_builds.iter_contexts(spec, images, args.contexts):
             if image.gap.wheels:
                 cuda_wheels_mib[image.name] = ctx.cuda_wheels_mib
-    # the base.digest label from the lock, as `build` does (a mirror's bases are not vouched for)
+    # the base.digest label: the digest the Dockerfile's FROM pins (the lock's), which the builder
+    # resolves itself (None: bake looks at no local base); unknown for a mirror's bases
     locked = baselock.BaseDigests(baselock.load(), images, base_registry=args.base_registry)
     base_digests = {
-        image.name: digest for image in images if (digest := locked.digest(image, [])) is not None
+        image.name: digest for image in images if (digest := locked.digest(image, None)) is not None
     }
     data = bake.bake_file(
         images,
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         buildargs=image_builds.buildargs(base_digest=None),
         cuda_wheels_mib=cuda_wheels_mib,
         base_digests=base_digests,
+        base_pin=locked.pin(),
     )
     l4t_builds.add_to_bake(
         data,
