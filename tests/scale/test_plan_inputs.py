@@ -273,7 +273,8 @@ def test_gpu_requests_follow_the_api_servers_rules(
 def test_kubernetes_types_are_not_coerced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, message: str
 ) -> None:
-    tf = container(None, **{field: value})
+    extra: dict[str, Any] = {field: value}
+    tf = container(None, **extra)
     path = write(tmp_path, "d.yaml", deployment("d", tf))
     assert message in refused(capsys, path)
 

@@ -185,7 +185,8 @@ def _environment(source: str, where: str, raw: object) -> tuple[dict[str, str], 
             pairs.append((name, value))
     env: dict[str, str] = {}
     unresolved: list[Unresolved] = []
-    for key, raw in pairs:
+    # a name given twice: the last one counts, as in Compose
+    for key, raw in dict(pairs).items():
         if not envvars.relevant(key):
             continue
         if raw is None:
@@ -297,7 +298,9 @@ def _device_requests(
         return found
     for index, request in enumerate(sequence(source, f"{where}.gpus", gpus, "gpus: all")):
         item = f"{where}.gpus[{index}]"
-        found.append((item, mapping(source, item, request, "gpus: [{device_ids: ['0']}]")))
+        if not isinstance(request, Mapping):  # null too: compose-spec items are objects
+            raise refuse(source, item, request, "a mapping", "gpus: [{device_ids: ['0']}]")
+        found.append((item, request))
     return found
 
 
@@ -323,7 +326,7 @@ def _request_ids(
     why the container would not start."""
     if "count" in request and "device_ids" in request:
         raise UsageError(
-            f"{shown(source)}: {where} has both count and device_ids: accepted: one of them "
+            f"{shown(source)}: {shown(where)} has both count and device_ids: accepted: one of them "
             "(compose-go: they are exclusive; Docker: cannot set both Count and DeviceIDs on "
             "device request); example: device_ids: ['0', '1'] (or count: 2)"
         )
@@ -365,7 +368,7 @@ def _count(source: str, where: str, raw: object) -> int | GpuRequest:
             return -1
         if envvars.compose_interpolated(raw):
             return GpuRequest(Placement.UNKNOWN, reason=f"{where} is interpolated from the shell")
-        if not _GO_INT.fullmatch(raw) or len(raw) > 20:
+        if not _GO_INT.fullmatch(raw) or len(raw) > 4000:  # int() stops at 4300 digits
             raise refuse(source, where, raw, accepted, "count: 1")
         raw = int(raw)
     if not isinstance(raw, int) or isinstance(raw, bool):

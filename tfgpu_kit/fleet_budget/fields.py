@@ -71,9 +71,11 @@ def is_scalar(value: object) -> bool:
 
 
 def refuse(source: str, where: str, value: object, accepted: str, example: str) -> UsageError:
-    """The error for `where` (e.g. `services.a.gpus[0].count`) holding `value`."""
+    """The error for `where` (e.g. `services.a.gpus[0].count`) holding `value`; `where` may hold
+    names from the file, so it is escaped too."""
     return UsageError(
-        f"{shown(source)}: {where} is {describe(value)}: accepted: {accepted}; example: {example}"
+        f"{shown(source)}: {shown(where)} is {describe(value)}: accepted: {accepted}; "
+        f"example: {example}"
     )
 
 

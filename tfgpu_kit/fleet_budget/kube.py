@@ -373,18 +373,19 @@ def _gpus(
             continue
         if name not in limits:
             raise UsageError(
-                f"{shown(source)}: {where}.requests has {shown(name)} without a limit: accepted: "
-                "the GPU count in limits (Kubernetes: Limit must be set for non overcommitable "
-                f"resources); example: limits: {{{shown(name)}: 1}}"
+                f"{shown(source)}: {shown(where)}.requests has {shown(name)} without a limit: "
+                "accepted: the GPU count in limits (Kubernetes: Limit must be set for non "
+                f"overcommitable resources); example: limits: {{{shown(name)}: 1}}"
             )
         count = gpu_quantity(source, f"{where}.limits.{shown(name)}", limits[name])
         if name in requests:
             requested = gpu_quantity(source, f"{where}.requests.{shown(name)}", requests[name])
             if requested != count:
                 raise UsageError(
-                    f"{shown(source)}: {where}.requests.{shown(name)} is {requested} and the limit "
-                    f"{count}: accepted: equal (Kubernetes: must be equal to {shown(name)} limit; "
-                    f"GPUs are not overcommitted); example: limits: {{{shown(name)}: {count}}}"
+                    f"{shown(source)}: {shown(where)}.requests.{shown(name)} is {requested} and "
+                    f"the limit {count}: accepted: equal (Kubernetes: must be equal to "
+                    f"{shown(name)} limit; GPUs are not overcommitted); "
+                    f"example: limits: {{{shown(name)}: {count}}}"
                 )
         if count == 0 or found is not None:
             continue
