@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -140,45 +141,53 @@ def test_a_home_that_is_not_writable_moves_under_tmpdir(tmp_path: Path) -> None:
     tmp.mkdir()
     script = 'echo "$HOME"; touch "$HOME/written" && echo wrote'
     r = run("run", "--", "sh", "-c", script, HOME=home, TMPDIR=str(tmp))
-    expected = tmp / f"tfgpu-home-{os.getuid()}"
     assert r.returncode == 0, r.stderr
+    (expected,) = tmp.iterdir()
+    assert re.fullmatch(rf"tfgpu-home-{os.getuid()}-[0-9a-f]{{16}}", expected.name)
     assert r.stdout.split() == [str(expected), "wrote"]
     assert f"HOME={home!r} is not writable; the command gets HOME={expected}" in r.stderr
     assert expected.stat().st_mode & 0o777 == 0o700
-    # a second start (a restarted container with the same /tmp) reuses it
+    # each start gets a new, unpredictable one (issue 22: a name another uid could create first)
     again = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME=home, TMPDIR=str(tmp))
-    assert again.stdout.strip() == str(expected)
+    assert again.stdout.strip() not in ("", str(expected))
+    assert Path(again.stdout.strip()).parent == tmp
 
 
 @pytest.fixture
-def shm_home() -> Iterator[Path]:
-    """/dev/shm/tfgpu-home-UID, the fallback HOME, removed after the test."""
-    path = Path("/dev/shm") / f"tfgpu-home-{os.getuid()}"
-    existed = path.exists()
-    yield path
-    if not existed:
+def shm_homes() -> Iterator[Path]:
+    """/dev/shm, where the fallback HOMEs go; the ones a test made are removed after it."""
+    shm = Path("/dev/shm")
+    before = set(shm.glob(f"tfgpu-home-{os.getuid()}-*"))
+    yield shm
+    for path in set(shm.glob(f"tfgpu-home-{os.getuid()}-*")) - before:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def test_where_tmpdir_is_not_writable_home_goes_to_dev_shm(shm_home: Path) -> None:
+def test_where_tmpdir_is_not_writable_home_goes_to_dev_shm(shm_homes: Path) -> None:
     """Docker's `--tmpfs /tmp` is root's (mode 755): another uid cannot write there, but
     /dev/shm is writable for every uid."""
     r = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME="/proc/self", TMPDIR="/proc/self")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == str(shm_home)
-    assert f"the command gets HOME={shm_home}" in r.stderr
+    home = Path(r.stdout.strip())
+    assert home.parent == shm_homes and home.name.startswith(f"tfgpu-home-{os.getuid()}-")
+    assert f"the command gets HOME={home}" in r.stderr
 
 
-def test_a_planted_home_under_tmp_is_not_used(tmp_path: Path, shm_home: Path) -> None:
-    """Someone else's folder (or a link) at the name in a shared /tmp is refused: the command
-    never gets a HOME that another user controls."""
+def test_a_planted_home_cannot_take_the_fallback_away(tmp_path: Path, shm_homes: Path) -> None:
+    """Issue 22: with a fixed name, another uid (or a link) planted at tfgpu-home-UID first left
+    this uid without a HOME under that folder. The name is unpredictable now: what is planted
+    at the old name, or a link into someone else's folder, is never used."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     planted = tmp / f"tfgpu-home-{os.getuid()}"
-    planted.symlink_to(tmp_path)
+    planted.symlink_to(elsewhere)
     r = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME="/proc/self", TMPDIR=str(tmp))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == str(shm_home)  # the next candidate, not the planted link
+    home = Path(r.stdout.strip())
+    assert home.parent == tmp and home != planted and not home.is_symlink()
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_off_does_nothing_at_all() -> None:

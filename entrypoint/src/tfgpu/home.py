@@ -5,10 +5,16 @@ Jupyter, IPython, Keras, pip and matplotlib write under HOME (~/.local/share/jup
 `--read-only` (a read-only root file system, `readOnlyRootFilesystem` in Kubernetes) nor for
 an arbitrary uid (`--user 12345:0`, OpenShift), whose HOME is `/`. Jupyter then stops at start
 with `OSError: [Errno 30] Read-only file system: '/root/.local'`. So when HOME is not writable,
-the command gets HOME=$TMPDIR/tfgpu-home-UID (TMPDIR defaults to /tmp: `--tmpfs /tmp`, an
-emptyDir), or /dev/shm/tfgpu-home-UID where that is not writable, created for this uid only;
-a variable the user set (JUPYTER_RUNTIME_DIR, IPYTHONDIR, XDG_*…) still wins, since each tool
-reads its own first.
+the command gets HOME=$TMPDIR/tfgpu-home-UID-RANDOM (TMPDIR defaults to /tmp: `--tmpfs /tmp`,
+an emptyDir), or /dev/shm/tfgpu-home-UID-RANDOM where that is not writable, created for this uid
+only; a variable the user set (JUPYTER_RUNTIME_DIR, IPYTHONDIR, XDG_*…) still wins, since each
+tool reads its own first.
+
+The name is unpredictable and new for each start (issue 22): /tmp and /dev/shm are shared by every
+uid (with `--ipc=host`, /dev/shm is the host's), and a fixed name could be created first by another
+uid, leaving this one without a HOME. mkdir fails on any existing name (link or folder), so the
+folder is never someone else's; random bytes come from os.urandom, not tempfile (whose import
+costs start-up time for every `tfgpu run`).
 """
 
 from __future__ import annotations
@@ -31,16 +37,20 @@ def _ours(path: str, uid: int) -> bool:
 
 
 def _private_folder(parent: str, uid: int) -> Optional[str]:
-    path = os.path.join(parent, f"tfgpu-home-{uid}")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
+    """A new folder under `parent`, mode 700, with an unguessable name; None when `parent` is not
+    writable."""
+    for _ in range(8):  # a collision of 64 random bits means someone plants names: give up
+        path = os.path.join(parent, f"tfgpu-home-{uid}-{os.urandom(8).hex()}")
+        try:
+            os.mkdir(path, 0o700)  # creates or fails: never an existing folder or link
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+        if _ours(path, uid) and os.access(path, os.W_OK | os.X_OK):
+            return path
         return None
-    if not _ours(path, uid) or not os.access(path, os.W_OK | os.X_OK):
-        return None
-    return path
+    return None
 
 
 def candidates(environ: Mapping[str, str]) -> List[str]:
