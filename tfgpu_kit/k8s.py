@@ -63,6 +63,7 @@ class Common:
     grace_period: int = 30  # terminationGracePeriodSeconds: preStop + the program's own exit
     prestop_sleep: int = 5  # Deployment: seconds the server keeps answering after removal; 0 none
     scrape_annotations: bool = True  # prometheus.io/* (off when a PodMonitor does the scraping)
+    recovery: str | None = None  # the recovery rule's action (TF_GPU_RECOVER_ACTION), if any
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,11 @@ def _context(kind: str, workload: Workload, common: Common) -> dict[str, object]
         "metrics_port": common.metrics_port,
         "scrape_annotations": common.scrape_annotations and common.metrics_port is not None,
         "grace_period": common.grace_period,
+        # the recovery rule (tfgpu.recovery): `report` is read by a liveness probe on the
+        # metrics port's /livez; either action keeps its count of recoveries in /var/tmp, on
+        # an emptyDir, so that it outlives the container restarts it causes
+        "recovery": common.recovery,
+        "livez": common.recovery == "report" and common.metrics_port is not None,
     }
     container = {
         "name": workload.name,
@@ -278,6 +284,7 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         grace_period=grace,
         prestop_sleep=prestop,
         scrape_annotations=monitor is None,
+        recovery=contract.recovery,
     )
     outputs: list[tuple[str, str]] = []
     if flags.kind in ("all", "deployment"):

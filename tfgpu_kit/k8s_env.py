@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from tfgpu.errors import ConfigError
 from tfgpu.settings import (
     EXAMPLE_METRICS_PORT,
+    Settings,
     parse_bool,
     parse_environment,
     parse_mem_limit,
@@ -51,6 +52,9 @@ class PodEnv:
     env: list[tuple[str, str]]  # in the manifest's order
     metrics_port: int | None  # None: no metrics server (0)
     capped: bool  # the runtime will cap each GPU (TF_GPU_MEM_LIMIT or TF_GPU_VIRTUAL_DEVICES)
+    # the recovery rule's action (TF_GPU_RECOVER_*, tfgpu.recovery_rule): "report" wants a
+    # liveness probe on the metrics port's /livez, "exit" the pod's restart; None: no rule
+    recovery: str | None = None
 
 
 def pod_env(flagged: dict[str, str | None], extra: list[str], gpus: int) -> PodEnv:
@@ -89,8 +93,10 @@ def pod_env(flagged: dict[str, str | None], extra: list[str], gpus: int) -> PodE
     if metrics_port is None:
         del values["TF_GPU_METRICS_PORT"]  # off: the variable is simply not set
     env = [*values.items(), *given.items()]
-    capped = _runtime_accepts(env, source, gpus)
-    return PodEnv(env, metrics_port, capped)
+    settings = _runtime_accepts(env, source, gpus)
+    capped = settings.enabled and settings.asks_for_gpu_config
+    recovery = settings.recovery.action if settings.enabled and settings.recovery else None
+    return PodEnv(env, metrics_port, capped, recovery)
 
 
 def _extra(items: list[str]) -> dict[str, str]:
@@ -142,14 +148,15 @@ def _check(label: str, variable: str, value: str, check: Callable[[str, str], ob
         raise _refusal(label, error) from None
 
 
-def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: int) -> bool:
-    """Parse the pod's whole environment as `tfgpu run` will; True when it caps each GPU."""
+def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: int) -> Settings:
+    """Parse the pod's whole environment as `tfgpu run` will, and check its lists against the
+    pod's GPU count; the settings the runtime will have."""
     try:
         settings = parse_environment(dict(env))
     except ConfigError as error:
         raise _refusal(source.get(error.variable, f"--env {error.variable}"), error) from None
     if not settings.enabled:
-        return False
+        return settings
     # tfgpu.device_plan: one value for every GPU, or exactly one per visible GPU
     lists = (
         ("TF_GPU_MEM_LIMIT", settings.mem_limit),
@@ -165,4 +172,4 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
                 f"{label}{'=' if label.startswith('--env') else ' '}"
                 f"{_example(variable, '')}"
             )
-    return settings.asks_for_gpu_config
+    return settings

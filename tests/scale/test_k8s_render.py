@@ -449,3 +449,63 @@ def test_structural_schema_refuses_what_the_crd_refuses(
     del doc["spec"]["selector"]  # the CRD's one required field of spec
     with pytest.raises(jsonschema.ValidationError):
         validate_pod_monitor(doc, KUBERNETES)
+
+
+# --- the recovery rule (TF_GPU_RECOVER_*, issue 21) ---------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["report", "exit"])
+def test_recovery_rule_wires_the_probe_and_keeps_its_count(
+    capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    """report: the liveness probe reads /livez on the metrics port (the serving pod's health
+    path stays its readiness probe); exit: no probe is needed, the restart policy acts. Either
+    way the count of recoveries lives on an emptyDir at /var/tmp, across container restarts."""
+    docs = render(
+        capsys,
+        "--mem-limit",
+        "4096",
+        "--env",
+        "TF_GPU_RECOVER_AT=95%",
+        "--env",
+        f"TF_GPU_RECOVER_ACTION={action}",
+    )
+    workloads = [doc for doc in docs if doc["kind"] in ("Deployment", "Job")]
+    assert {doc["kind"] for doc in workloads} == {"Deployment", "Job"}
+    for doc in workloads:
+        pod = _pod(doc)
+        [container] = pod["containers"]
+        assert {"name": "TF_GPU_RECOVER_AT", "value": "95%"} in container["env"]
+        assert pod["volumes"] == [{"name": "tfgpu-state", "emptyDir": {}}]
+        assert container["volumeMounts"] == [{"name": "tfgpu-state", "mountPath": "/var/tmp"}]
+        liveness = container.get("livenessProbe")
+        if action == "report":
+            assert liveness["httpGet"] == {"path": "/livez", "port": "metrics"}, liveness
+        else:
+            assert liveness is None or liveness["httpGet"]["port"] == "http"
+        if doc["kind"] == "Deployment":
+            assert container["readinessProbe"]["httpGet"]["port"] == "http"
+        assert validate(doc) == KUBERNETES_MINOR  # kubernetes-validate, strict
+
+
+def test_no_rule_no_livez_and_no_volume(capsys: pytest.CaptureFixture[str]) -> None:
+    for doc in render(capsys, "--mem-limit", "4096"):
+        if doc["kind"] in ("Deployment", "Job"):
+            pod = _pod(doc)
+            assert "volumes" not in pod and "volumeMounts" not in pod["containers"][0]
+            assert "/livez" not in yaml.safe_dump(doc)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (["TF_GPU_RECOVER_AT=95"], "--env TF_GPU_RECOVER_AT='95' is not valid"),
+        (["TF_GPU_RECOVER_AT=95%"], "--env TF_GPU_RECOVER_AT='95%' is not valid (no cap"),
+    ],
+)
+def test_a_bad_rule_is_refused_as_the_runtime_would(
+    capsys: pytest.CaptureFixture[str], env: list[str], message: str
+) -> None:
+    flags = [x for item in env for x in ("--env", item)]
+    assert cli.main(["k8s", "--image", "r.example/t:1", *flags]) == 2
+    assert message in capsys.readouterr().err
