@@ -3,8 +3,8 @@ manifests), with one error that names the file and, for bad YAML, the line and c
 traceback. The caller picks the error class, and so the exit code (a spec: 3, a plan input: 2).
 
 Plan's inputs are untrusted, so reading is bounded (issue 22, item 2):
-- a file is read only when it is a regular file of at most MAX_BYTES (`/dev/zero`, a FIFO or a
-  huge file is refused before a byte is parsed);
+- a file is read only when it is a regular file or a pipe, and only up to MAX_BYTES (`/dev/zero`,
+  another device or a huge file is refused before a byte is parsed);
 - YAML aliases are not expanded past a budget: the composed node graph is measured as if every
   alias were copied out (MAX_EXPANDED_NODES) and as deep as MAX_DEPTH, and an alias that refers
   to a node containing itself (a recursive structure) is refused. PyYAML builds an alias as a
@@ -157,21 +157,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def _text(path: Path, error: type[KitError]) -> str:
-    """The file's text, when it is a regular file of at most MAX_BYTES of UTF-8."""
+    """The file's text, when it is a regular file or a pipe of at most MAX_BYTES of UTF-8."""
     name = shown(str(path))
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (with none, it reads as empty)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise error(f"{name}: cannot be read ({exc.strerror or exc})") from None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if stat.S_ISFIFO(info.st_mode):
+            # a pipe (`helm template … | ./kit plan /dev/stdin`): read as far as the cap allows
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(info.st_mode):
             raise error(
-                f"{name}: cannot be read (not a regular file: a device, FIFO, socket or "
-                "folder); accepted: a YAML file"
+                f"{name}: cannot be read (not a regular file or a pipe: a device, socket or "
+                "folder); accepted: a YAML file, or /dev/stdin fed by a pipe"
             )
-        if info.st_size > MAX_BYTES:
+        elif info.st_size > MAX_BYTES:
             raise error(_too_big(name))
         with os.fdopen(fd, "rb", closefd=False) as stream:
             data = stream.read(MAX_BYTES + 1)  # a file growing while read stops here too

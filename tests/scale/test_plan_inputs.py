@@ -360,8 +360,8 @@ def test_unreadable_inputs_exit_5(tmp_path: Path, capsys: pytest.CaptureFixture[
     latin = tmp_path / "latin.yaml"
     latin.write_bytes(b"services: {caf\xe9: {}}\n")
     for path, message in (
-        ("/dev/zero", "not a regular file"),
-        (str(tmp_path), "not a regular file"),
+        ("/dev/zero", "not a regular file or a pipe"),
+        (str(tmp_path), "not a regular file or a pipe"),
         (str(big), "larger than 8 MiB"),
         (str(latin), "not UTF-8 text"),
     ):

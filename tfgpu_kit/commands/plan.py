@@ -29,8 +29,9 @@ the runtime refuses, more GPUs than the host has), or when something that
 decides the answer cannot be read from the files (${VAR} interpolation,
 env_file, Secrets). Exits 2 for a bad flag or a file Compose, Docker or
 Kubernetes would refuse (the message names the file, the field and what is
-accepted), and 5 for a file that cannot be read (missing, not a regular file,
-over 8 MiB, not UTF-8). Each file is read once: naming one twice is an error."""
+accepted), and 5 for a file that cannot be read (missing, neither a regular
+file nor a pipe, over 8 MiB, not UTF-8). Each file is read once: naming one
+twice is an error. FILE may be /dev/stdin fed by a pipe."""
 
 EPILOG = """\
 examples:
