@@ -340,18 +340,23 @@ static int parse_all(void) {
     }
     if ((v = env("FAKEGPU_LEDGER")) != NULL && *v) {
         if (strlen(v) >= FG_PATH_LEN - 64) return bad("FAKEGPU_LEDGER", v, "path too long");
-        if (mkdir(v, 0777) != 0 && errno != EEXIST) {
+        int created = mkdir(v, 0700) == 0;
+        if (!created && errno != EEXIST) {
             char why[300];
             snprintf(why, sizeof why, "cannot create the directory: %s", strerror(errno));
             return bad("FAKEGPU_LEDGER", v, why);
         }
+        /* O_NOFOLLOW: a symbolic link planted at the path is refused, never followed (a chmod
+         * through it made the folder it points to world-writable). */
+        int dfd = open(v, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+            return bad("FAKEGPU_LEDGER", v, "not a directory (a symbolic link is refused)");
         /* Containers of one test run as different users (root model servers, a Jupyter kernel as
-         * uid 1000) and share this directory, like /tmp: its creator makes it writable for all,
-         * whatever the umask. */
-        (void)chmod(v, 01777);
-        DIR *dir = opendir(v); /* not stat(): its symbol is GLIBC_2.33 */
-        if (!dir) return bad("FAKEGPU_LEDGER", v, "not a directory");
-        closedir(dir);
+         * uid 1000) and share this directory, like /tmp: the process that created it makes it
+         * 1777 (sticky: no uid can delete or replace another's entries), whatever the umask. A
+         * folder it did not create keeps its owner's mode. */
+        if (created) (void)fchmod(dfd, 01777);
+        close(dfd);
         if (access(v, W_OK | X_OK) != 0) return bad("FAKEGPU_LEDGER", v, "directory not writable");
         snprintf(g_cfg.ledger_dir, sizeof g_cfg.ledger_dir, "%s", v);
     }
@@ -504,12 +509,30 @@ static void ledger_path(char *out, size_t len, const char *token, const char *su
     snprintf(out, len, "%s/%s%s", g_cfg.ledger_dir, token, suffix);
 }
 
+/* The ledger's files, shared by processes of several uids (issue 22):
+ *   ledger.lock, TOKEN.lock  0444: flock needs only a read-only descriptor, so nobody needs to
+ *                            write them, and nobody can;
+ *   TOKEN.live               0644: written by its process alone (through a new temporary file
+ *                            renamed over it), read by all;
+ * in a 1777 folder: one uid cannot delete, rename or replace another's files. A uid can add
+ * entries of its own (as a real process can allocate on a real card), never change another's.
+ * Every open is O_NOFOLLOW: a link planted at a ledger name is never followed. An entry counts
+ * only when its .live and .lock have the same owner (no uid can keep another's stale entry
+ * alive with a lock of its own). */
+#define LEDGER_OPEN (O_CLOEXEC | O_NOFOLLOW)
+
+/* The owner of an open file (statx: glibc 2.28; stat and fstat are GLIBC_2.33 symbols). */
+static long fd_owner(int fd) {
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_UID, &sx) != 0) return -1;
+    return (long)sx.stx_uid;
+}
+
 static int ledger_lock(void) {
     char p[PATHBUF];
     snprintf(p, sizeof p, "%s/ledger.lock", g_cfg.ledger_dir);
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    int fd = open(p, O_RDONLY | O_CREAT | LEDGER_OPEN, 0444);
     if (fd < 0) return -1;
-    (void)fchmod(fd, 0666); /* the shared lock: every user's processes open it read-write */
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
     return fd;
@@ -524,7 +547,7 @@ static void ledger_write_own(void) {
     char p[PATHBUF], tmp[PATHBUF];
     if (g_own_lock_fd < 0) {
         ledger_path(p, sizeof p, g_token, ".lock");
-        g_own_lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        g_own_lock_fd = open(p, O_RDONLY | O_CREAT | O_EXCL | LEDGER_OPEN, 0444);
         if (g_own_lock_fd < 0) return;
         flock(g_own_lock_fd, LOCK_EX | LOCK_NB);
     }
@@ -535,8 +558,10 @@ static void ledger_write_own(void) {
             n += snprintf(body + n, sizeof body - (size_t)n, "%s %llu\n", g_cfg.cards[i].uuid,
                           (unsigned long long)g_cards[i].live);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", g_cfg.ledger_dir, g_token);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    (void)unlink(tmp); /* a leftover of ours; another uid's cannot be removed (sticky folder) */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | LEDGER_OPEN, 0644);
     if (fd < 0) return;
+    (void)fchmod(fd, 0644); /* readable by every uid whatever the umask */
     ssize_t w = write(fd, body, (size_t)n);
     (void)w;
     close(fd);
@@ -560,11 +585,15 @@ __attribute__((destructor)) static void at_unload(void) {
 
 /* Is the process that wrote ledger entry `token` alive? It holds an flock on TOKEN.lock for
  * its whole life (flock works across containers sharing the directory's filesystem). */
-static int ledger_alive(const char *token) {
+static int ledger_alive(const char *token, long owner) {
     char p[PATHBUF];
     ledger_path(p, sizeof p, token, ".lock");
-    int fd = open(p, O_RDWR | O_CLOEXEC);
+    int fd = open(p, O_RDONLY | LEDGER_OPEN);
     if (fd < 0) return 0;
+    if (fd_owner(fd) != owner) { /* not the lock of the entry's writer */
+        close(fd);
+        return 0;
+    }
     int alive = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     if (!alive) { /* the owner died without cleaning up (killed): drop its entry */
         char q[PATHBUF];
@@ -592,8 +621,14 @@ static void ledger_scan(ledger_visit visit, void *arg) {
         if (strcmp(token, g_token) == 0) continue;
         char p[PATHBUF];
         ledger_path(p, sizeof p, token, ".live");
-        FILE *f = fopen(p, "re");
-        if (!f) continue;
+        int lfd = open(p, O_RDONLY | LEDGER_OPEN);
+        if (lfd < 0) continue;
+        long owner = fd_owner(lfd);
+        FILE *f = owner < 0 ? NULL : fdopen(lfd, "r");
+        if (!f) {
+            close(lfd);
+            continue;
+        }
         char line[256];
         long pid = 0;
         char uuids[FG_MAX_CARDS][FG_UUID_LEN];
@@ -610,7 +645,7 @@ static void ledger_scan(ledger_visit visit, void *arg) {
             }
         }
         fclose(f);
-        if (!ledger_alive(token)) continue;
+        if (!ledger_alive(token, owner)) continue;
         for (int i = 0; i < k; i++) visit(uuids[i], amounts[i], pid, token, arg);
     }
     closedir(d);
