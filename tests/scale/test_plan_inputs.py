@@ -80,6 +80,17 @@ def test_gpu_count_flag_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "--gpu-count '99999999999' is not valid: accepted: a whole number from 1 to 64" in err
 
 
+@pytest.mark.parametrize("flag", ["--gpu-count", "--time-slicing"])
+def test_a_count_flag_of_thousands_of_digits_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """int() refuses more than 4300 digits with a ValueError: the flag is refused before."""
+    path = compose_file(tmp_path, {})
+    code, _, err = run_plan(capsys, path, "--gpu-memory", "16GiB", flag, "1" * 5000)
+    assert code == 2 and f"{flag} '{'1' * 24}…' is not valid: accepted: a whole number" in err
+    assert len(err) < 300
+
+
 def test_more_gpus_than_the_host_has_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,8 @@ from tfgpu_kit.commands import Command
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.flag_values import size_mib, whole_number
 from tfgpu_kit.fleet_budget import budget, devices, prometheus, report, sources, unified
+from tfgpu_kit.fleet_budget.fields import MAX_COUNT
+from tfgpu_kit.yamlfile import shown
 
 NAME = "plan"
 HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"
@@ -140,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     slices = (
         None
         if args.time_slicing is None
-        else whole_number("--time-slicing", args.time_slicing, "4")
+        else _count_flag("--time-slicing", args.time_slicing, "4", MAX_COUNT)
     )
     inputs = sources.load(
         args.files, host_gpus=host_gpus, time_slicing=slices, profiles=args.profile
@@ -186,11 +188,22 @@ def _host_gpus(args: argparse.Namespace, found: dict[str, float] | None) -> list
     """The host's GPU indexes: --gpu-count, else NVML's; None when neither says."""
     if args.gpu_count is not None:
         # bounded before any list is built: --gpu-count 99999999999 is a typo, not a host
-        count = whole_number("--gpu-count", args.gpu_count, "2", high=devices.MAX_GPUS)
+        count = _count_flag("--gpu-count", args.gpu_count, "2", devices.MAX_GPUS)
         return [str(i) for i in range(count)]
     if found:
         return sorted((k for k in found if is_ascii_number(k)), key=int)
     return None
+
+
+def _count_flag(flag: str, value: str, example: str, high: int) -> int:
+    """A count flag from 1 to `high`; a value of many digits is refused before int() sees it
+    (Python refuses to convert more than 4300 digits, with a traceback)."""
+    if len(value.strip()) > len(str(high)):
+        raise UsageError(
+            f"{flag} {shown(value, 24)!r} is not valid: accepted: a whole number from 1 to "
+            f"{high}; example: {flag} {example}"
+        )
+    return whole_number(flag, value, example, high=high)
 
 
 def _write_rules(
