@@ -144,3 +144,19 @@ def test_non_root_user_option() -> None:
     )  # fmt: skip
     assert "USER 1000:1000" in render.render_image(as_user, image)
     assert "\nUSER " not in render.render_image(SPEC, image)
+
+
+def test_run_as_user_switches_user_after_every_root_step() -> None:
+    """With run_as_user the Jupyter image's root steps (the cull config in /etc/jupyter,
+    /tf/notebooks) still run as root: one USER, after them (it came before them)."""
+    as_user = SPEC.model_copy(
+        update={"images": SPEC.images.model_copy(
+            update={"user": SPEC.images.user.model_copy(update={"run_as_user": True})})}
+    )  # fmt: skip
+    jupyter = next(image for image in IMAGES if image.jupyter)
+    lines = render.render_image(as_user, jupyter).splitlines()
+    users = [index for index, line in enumerate(lines) if line.startswith("USER ")]
+    assert len(users) == 1
+    installs = [i for i, line in enumerate(lines) if "jupyter_cull install" in line]
+    assert installs and installs[0] < users[0]
+    assert render.render_image(SPEC, jupyter) == render.render_image(as_user, jupyter)

@@ -103,6 +103,18 @@ def test_cpu_only_derivation_removes_only_the_gpu_reservations() -> None:
             assert copy.get(key) == service.get(key), (name, key)
 
 
+def test_every_service_runs_as_a_non_root_user() -> None:
+    """Issue 22: the -gpu image's default is root (images/images.yaml says why); compose.yaml
+    runs every service, the profiled Prometheus too, as a numeric non-root uid and gid."""
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    users = {name: str(service.get("user", "")) for name, service in compose["services"].items()}
+    for name, user in users.items():
+        uid, _, gid = user.partition(":")
+        assert uid.isdigit() and gid.isdigit(), (name, user)
+        assert int(uid) != 0 and int(gid) != 0, (name, user)
+    assert cpu_only(compose, project_dir=ROOT)["services"]["text-model"]["user"] == "1000:1000"
+
+
 def test_plan_fits_one_notebook_kernel_not_two(tmp_path: Path) -> None:
     """compose.yaml's comment on the jupyter service: each kernel is its own
     TensorFlow process with its own CUDA context, and the card holds only one."""
