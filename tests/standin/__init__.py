@@ -2,6 +2,9 @@
 
 from tests.standin.build import (
     BUILDERS,
+    CUDA11,
+    CUDA11_STANDINS,
+    CUDA12_STANDINS,
     CUDA_TAG,
     GPU_TAG,
     JUPYTER_TAG,
@@ -15,6 +18,9 @@ from tests.standin.build import (
 
 __all__ = [
     "BUILDERS",
+    "CUDA11",
+    "CUDA11_STANDINS",
+    "CUDA12_STANDINS",
     "CUDA_TAG",
     "GPU_TAG",
     "JUPYTER_TAG",

@@ -30,6 +30,14 @@ What they are not: Ubuntu (Debian bookworm from debootstrap, whose Python is als
 glibc is newer); CUDA's compat package (cuda-compat-12-3: not published outside NVIDIA's apt
 repository), TensorRT, the CUDA tools, build-essential. Nothing in them pretends to be a GPU.
 
+The bases of recipe ``cuda11.8-ubuntu22.04`` (TensorFlow 2.14.0 and 2.15.0; tensorflow/build
+tensorflow_runtime_dockerfiles/ at a65b114…2834) are reproduced the same way (``CUDA11``):
+``FROM nvidia/cuda:11.8.0-base-ubuntu22.04`` and its ENV, system CUDA 11.8 and cuDNN 8.6.0 from the
+cu11 wheels (gpu.packages.txt: the ``*-11-8`` packages, ``libcudnn8=8.6.0.163-1+cuda11.8``), the
+``libcuda.so.1`` stub, and a plain ``pip install tensorflow==X`` with the dependencies of its time
+(``CUDA11.pins``). There, TensorFlow 2.14 registers the GPU but finds cuDNN 8.6 where it was built
+with 8.7; TensorFlow 2.15 (CUDA 12.2) cannot use the GPU at all.
+
 Every stand-in carries a label with a hash of its inputs; when an image with the same tag and the
 same hash exists, the build is skipped.
 """
@@ -59,16 +67,141 @@ RECIPE_REVISION = 2
 
 ROOT = Path(__file__).resolve().parents[2]
 BASES_YAML = ROOT / "images" / "bases.yaml"
-RECIPE = "cuda12.3-ubuntu22.04"  # the bases.yaml recipe these stand-ins reproduce
 PY_SITE = "/usr/local/lib/python3.11/dist-packages"
-CUDA_HOME = "/usr/local/cuda-12.3"
-CUDA_LIB = f"{CUDA_HOME}/targets/x86_64-linux/lib"
 MULTIARCH_LIB = "/usr/lib/x86_64-linux-gnu"
-
 REGISTRY = "tfgpu-standin.local"
-TF_VERSIONS = ("2.21.0", "2.17.0")  # 2.21.0 needs the kit's repair, 2.17.0 does not
+KEY_LABEL = "io.tfgpu.standin.key"
+
+
+@dataclass(frozen=True)
+class CudaRecipe:
+    """One bases.yaml recipe as the stand-ins reproduce it: where its system CUDA goes, from which
+    wheels, its loader configuration, and the TensorFlow versions built on it."""
+
+    name: str  # the bases.yaml recipe
+    cuda_home: str  # /usr/local/cuda-X.Y
+    system_cuda: dict[str, str]  # wheel pin -> folder its nvidia/*/lib/*.so* files go to
+    ld_so_conf: dict[str, str]  # /etc/ld.so.conf.d/NAME -> content
+    what: str  # "CUDA 12.3 and cuDNN 8.9.6", for the progress lines
+    tf_versions: tuple[str, ...]
+    # per TensorFlow version: constraints for its `pip install` (the dependencies of its time;
+    # none: today's resolution, which the 12.3 recipe's releases still install and import with)
+    pins: dict[str, tuple[str, ...]]
+
+    @property
+    def cuda_lib(self) -> str:
+        return f"{self.cuda_home}/targets/x86_64-linux/lib"
+
+    @property
+    def major_link(self) -> str:
+        """/usr/local/cuda-12 (update-alternatives in the real packages; a plain link here)."""
+        return self.cuda_home.rsplit(".", 1)[0]
+
+    @property
+    def tag(self) -> str:
+        return f"{REGISTRY}/standin/{self.name}:base"
+
+
+def _loader_conf(major: str) -> dict[str, str]:
+    """The loader configuration NVIDIA's packages install (cuda-toolkit-config-common and
+    cuda-toolkit-MAJOR-config-common, as seen in the nvidia/cuda images; the .deb files themselves
+    are not reachable from here), the nvidia/cuda base's own (dist/X/ubuntu2204/base/Dockerfile)
+    and setup.cuda.sh's stub entry."""
+    return {
+        "000_cuda.conf": "/usr/local/cuda/targets/x86_64-linux/lib\n",
+        f"988_cuda-{major}.conf": f"/usr/local/cuda-{major}/targets/x86_64-linux/lib\n",
+        "nvidia.conf": "/usr/local/nvidia/lib\n/usr/local/nvidia/lib64\n",
+        "z-cuda-stubs.conf": "/usr/local/cuda/lib64/stubs\n",
+    }
+
+
+def _system_cuda(home: str, pins: Sequence[str], cudnn: str) -> dict[str, str]:
+    lib = f"{home}/targets/x86_64-linux/lib"
+    out = {pin: (f"{home}/extras/CUPTI/lib64" if "-cupti-" in pin else lib) for pin in pins}
+    out[cudnn] = MULTIARCH_LIB  # libcudnn8 puts cuDNN in the multiarch folder
+    return out
+
+
+# System CUDA of the real base, from NVIDIA's PyPI wheels of the same versions. gpu.packages.txt
+# installs the newest *-12-3 packages (CUDA 12.3 Update 2 for every image of the recipe, see
+# images/bases.yaml), whose versions are the tensorflow[and-cuda]==2.16.1 pins; cuDNN is pinned
+# there: libcudnn8=8.9.6.50-1+cuda12.2.
+CUDA12 = CudaRecipe(
+    name="cuda12.3-ubuntu22.04",
+    cuda_home="/usr/local/cuda-12.3",
+    system_cuda=_system_cuda(
+        "/usr/local/cuda-12.3",
+        (
+            "nvidia-cuda-runtime-cu12==12.3.101",
+            "nvidia-cublas-cu12==12.3.4.1",
+            "nvidia-cufft-cu12==11.0.12.1",
+            "nvidia-curand-cu12==10.3.4.107",
+            "nvidia-cusolver-cu12==11.5.4.101",
+            "nvidia-cusparse-cu12==12.2.0.103",
+            "nvidia-nvjitlink-cu12==12.3.101",
+            "nvidia-cuda-nvrtc-cu12==12.3.107",
+            "nvidia-cuda-cupti-cu12==12.3.101",
+        ),
+        "nvidia-cudnn-cu12==8.9.6.50",
+    ),
+    ld_so_conf=_loader_conf("12"),
+    what="CUDA 12.3 and cuDNN 8.9.6",
+    tf_versions=("2.21.0", "2.17.0"),  # 2.21.0 needs the kit's repair, 2.17.0 does not
+    pins={},
+)
+# tensorflow/build tensorflow_runtime_dockerfiles/gpu.packages.txt at a65b114 (the recipe of the
+# 2.14.0 and 2.15.0 bases): cuda-libraries-11-8, cuda-nvrtc-11-8, libcufft-11-8, libcurand-11-8,
+# libcusolver-11-8, libcusparse-11-8, libcublas-11-8, cuda-cupti-11-8 … unversioned (CUDA 11.8.0
+# had no update, so these are the CUDA 11.8.0 libraries, the versions of the cu11 wheels below)
+# and libcudnn8=8.6.0.163-1+cuda11.8. cuda-nvrtc-11-8 is the runtime package: libnvrtc.so.11.2 and
+# libnvrtc-builtins.so.11.8, which is what the nvrtc wheel holds. The unversioned `libnvrtc.so`
+# belongs to cuda-nvrtc-dev-11-8, which gpu.packages.txt does not list (the nvidia/cuda *devel*
+# images get it through cuda-libraries-dev-11-8): the stand-in has no libnvrtc.so either.
+CUDA11 = CudaRecipe(
+    name="cuda11.8-ubuntu22.04",
+    cuda_home="/usr/local/cuda-11.8",
+    system_cuda=_system_cuda(
+        "/usr/local/cuda-11.8",
+        (
+            "nvidia-cuda-runtime-cu11==11.8.89",
+            "nvidia-cublas-cu11==11.11.3.6",
+            "nvidia-cufft-cu11==10.9.0.58",
+            "nvidia-curand-cu11==10.3.0.86",
+            "nvidia-cusolver-cu11==11.4.1.48",
+            "nvidia-cusparse-cu11==11.7.5.86",
+            "nvidia-cuda-nvrtc-cu11==11.8.89",
+            "nvidia-cuda-cupti-cu11==11.8.87",
+        ),
+        "nvidia-cudnn-cu11==8.6.0.163",
+    ),
+    ld_so_conf=_loader_conf("11"),
+    what="CUDA 11.8 and cuDNN 8.6.0",
+    tf_versions=("2.14.0", "2.15.0"),
+    # The real images were built in 2023 (bases.yaml `released`): numpy 1.26 (2.x did not exist;
+    # TensorFlow 2.14's metadata does not exclude it, and its C extensions fail under it), and
+    # wrapt 1.14 (tensorflow needs <1.15, which has no cp311 wheel: pip built it from its sdist,
+    # as the real image's build-essential did).
+    pins={
+        "2.14.0": ("numpy==1.26.0", "wrapt==1.14.1"),  # numpy 1.26.0: 2023-09-16
+        "2.15.0": ("numpy==1.26.2", "wrapt==1.14.1"),  # numpy 1.26.2: 2023-11-12
+    },
+)
+RECIPES = (CUDA12, CUDA11)
+SOURCE_ONLY = ("wrapt==1.14.1",)  # pins with no cp311 wheel on PyPI (build_sdist_wheels)
+
+# Names kept for the tests that use the 12.3 stand-ins.
+RECIPE = CUDA12.name
+CUDA_TAG = CUDA12.tag
+TF_VERSIONS = CUDA12.tf_versions
 JUPYTER_VERSION = "2.21.0"
-CUDA_TAG = f"{REGISTRY}/standin/{RECIPE}:base"
+CUDA11_VERSIONS = CUDA11.tf_versions
+
+
+def recipe_of(version: str) -> CudaRecipe:
+    for r in RECIPES:
+        if version in r.tf_versions:
+            return r
+    raise StandinError(f"no stand-in recipe builds TensorFlow {version}")
 
 
 def gpu_tag(version: str) -> str:
@@ -82,38 +215,10 @@ def jupyter_tag(version: str = JUPYTER_VERSION) -> str:
 GPU_TAG = gpu_tag(JUPYTER_VERSION)
 JUPYTER_TAG = jupyter_tag()
 
-KEY_LABEL = "io.tfgpu.standin.key"
-
 SUITE = "bookworm"
 # minbase keeps the tree small; ca-certificates because the real images have it.
 DEBIAN_PACKAGES = ("python3", "ca-certificates")
 
-# System CUDA of the real base, from NVIDIA's PyPI wheels of the same versions: wheel -> where
-# its nvidia/*/lib/*.so* files go. gpu.packages.txt installs the newest *-12-3 packages (CUDA 12.3
-# Update 2 for every image of the recipe, see images/bases.yaml), whose versions are the
-# tensorflow[and-cuda]==2.16.1 pins; cuDNN is pinned there: libcudnn8=8.9.6.50-1+cuda12.2.
-SYSTEM_CUDA: dict[str, str] = {
-    "nvidia-cuda-runtime-cu12==12.3.101": CUDA_LIB,
-    "nvidia-cublas-cu12==12.3.4.1": CUDA_LIB,
-    "nvidia-cufft-cu12==11.0.12.1": CUDA_LIB,
-    "nvidia-curand-cu12==10.3.4.107": CUDA_LIB,
-    "nvidia-cusolver-cu12==11.5.4.101": CUDA_LIB,
-    "nvidia-cusparse-cu12==12.2.0.103": CUDA_LIB,
-    "nvidia-nvjitlink-cu12==12.3.101": CUDA_LIB,
-    "nvidia-cuda-nvrtc-cu12==12.3.107": CUDA_LIB,
-    "nvidia-cuda-cupti-cu12==12.3.101": f"{CUDA_HOME}/extras/CUPTI/lib64",
-    "nvidia-cudnn-cu12==8.9.6.50": MULTIARCH_LIB,
-}
-# The loader configuration NVIDIA's packages install (cuda-toolkit-config-common and
-# cuda-toolkit-12-config-common, as seen in the nvidia/cuda images; the .deb files themselves are
-# not reachable from here), the nvidia/cuda base's own (dist/12.3.0/ubuntu2204/base/Dockerfile) and
-# setup.cuda.sh's stub entry.
-LD_SO_CONF = {
-    "000_cuda.conf": "/usr/local/cuda/targets/x86_64-linux/lib\n",
-    "988_cuda-12.conf": "/usr/local/cuda-12/targets/x86_64-linux/lib\n",
-    "nvidia.conf": "/usr/local/nvidia/lib\n/usr/local/nvidia/lib64\n",
-    "z-cuda-stubs.conf": "/usr/local/cuda/lib64/stubs\n",
-}
 PIP_REQUIREMENT = "pip==25.3"  # setup.python.sh: get-pip.py, then `pip install --upgrade pip`
 
 # The Jupyter target: jupyter.requirements.txt, plus a prometheus-client older than the kit's.
@@ -159,10 +264,10 @@ class Result:
     size_bytes: int
 
 
-def recipe() -> dict[str, Any]:
-    """The bases.yaml recipe the stand-ins reproduce (its env is used verbatim)."""
+def recipe(name: str = RECIPE) -> dict[str, Any]:
+    """The bases.yaml recipe a stand-in reproduces (its env is used verbatim)."""
     data = yaml.safe_load(BASES_YAML.read_text(encoding="utf-8"))
-    return dict(data["recipes"][RECIPE])
+    return dict(data["recipes"][name])
 
 
 def _run(cmd: Sequence[str], *, what: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -179,16 +284,20 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def cuda_key() -> str:
+def cuda_key(r: CudaRecipe = CUDA12) -> str:
     stub = (Path(__file__).parent / "cuda_stub.c").read_text(encoding="utf-8")
     return _key(
-        "cuda", SUITE, DEBIAN_PACKAGES, SYSTEM_CUDA, LD_SO_CONF, PIP_REQUIREMENT, BASHRC,
-        stub, recipe(),
+        "cuda", SUITE, DEBIAN_PACKAGES, r.system_cuda, r.ld_so_conf, PIP_REQUIREMENT, BASHRC,
+        stub, recipe(r.name),
     )  # fmt: skip
 
 
 def gpu_key(version: str) -> str:
-    return _key("gpu", cuda_key(), version, _tf_dockerfile(version))
+    r = recipe_of(version)
+    parts: list[object] = ["gpu", cuda_key(r), version, _tf_dockerfile(version)]
+    if version in r.pins:  # (the 12.3 keys stay what they were: those stand-ins are not rebuilt)
+        parts.append(r.pins[version])
+    return _key(*parts)
 
 
 def jupyter_key() -> str:
@@ -281,18 +390,37 @@ def host_python() -> str:
 
 
 def download_wheels(
-    requirements: Iterable[str], *, constraints: Path | None = None, no_deps: bool = False
+    requirements: Iterable[str],
+    *,
+    constraints: Path | None = None,
+    no_deps: bool = False,
+    local: bool = False,
 ) -> Path:
-    """Fill the wheel cache (a no-op when everything is there already)."""
+    """Fill the wheel cache (a no-op when everything is there already); `local`: the wheels
+    built into the cache (build_sdist_wheels) count as candidates too."""
     wheels = CACHE / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     args = ["download", "-q", "--only-binary=:all:", "-d", str(wheels), *requirements]
+    if local:
+        args += ["--find-links", str(wheels)]
     if constraints:
         args += ["-c", str(constraints)]
     if no_deps:
         args.append("--no-deps")
     _pip(host_python(), *args, what="pip download")
     return wheels
+
+
+def build_sdist_wheels(pins: Iterable[str]) -> None:
+    """Wheels, into the cache, of the pins that PyPI has as source only for Python 3.11 (wrapt
+    1.14: the real images compiled it with their build-essential; here the host's gcc)."""
+    wheels = CACHE / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        if not list(wheels.glob(f"{name.replace('-', '_')}-{version}-*.whl")):
+            progress(f"building a wheel of {pin} (source only on PyPI for Python 3.11)")
+            _pip(host_python(), "wheel", "-q", "--no-deps", "-w", str(wheels), pin, what=pin)
 
 
 def pip_target(
@@ -368,10 +496,10 @@ def _wheel_file(pin: str) -> Path:
     return found[-1]
 
 
-def install_system_cuda(rootfs: Path) -> None:
-    """The base's CUDA 12.3 and cuDNN 8.9.6 as system libraries (see SYSTEM_CUDA)."""
-    download_wheels(SYSTEM_CUDA, no_deps=True)
-    for pin, dest in SYSTEM_CUDA.items():
+def install_system_cuda(rootfs: Path, r: CudaRecipe) -> None:
+    """The base's CUDA and cuDNN as system libraries (see CudaRecipe.system_cuda)."""
+    download_wheels(r.system_cuda, no_deps=True)
+    for pin, dest in r.system_cuda.items():
         target = rootfs / dest.lstrip("/")
         target.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(_wheel_file(pin)) as wheel:
@@ -381,17 +509,17 @@ def install_system_cuda(rootfs: Path) -> None:
                     with wheel.open(info) as src, open(path, "wb") as out:
                         shutil.copyfileobj(src, out)
                     path.chmod(0o755)
-    home = rootfs / CUDA_HOME.lstrip("/")
+    home = rootfs / r.cuda_home.lstrip("/")
     (home / "lib64").symlink_to("targets/x86_64-linux/lib")
-    # /usr/local/cuda and /usr/local/cuda-12 point at the toolkit (update-alternatives in the
+    # /usr/local/cuda and /usr/local/cuda-MAJOR point at the toolkit (update-alternatives in the
     # real packages; plain links here)
-    (rootfs / "usr/local/cuda").symlink_to(CUDA_HOME)
-    (rootfs / "usr/local/cuda-12").symlink_to(CUDA_HOME)
+    (rootfs / "usr/local/cuda").symlink_to(r.cuda_home)
+    (rootfs / r.major_link.lstrip("/")).symlink_to(r.cuda_home)
 
 
-def install_stub(rootfs: Path) -> None:
+def install_stub(rootfs: Path, r: CudaRecipe) -> None:
     """setup.cuda.sh: the driver stub as libcuda.so.1 in the loader's cache."""
-    stubs = rootfs / CUDA_LIB.lstrip("/") / "stubs"
+    stubs = rootfs / r.cuda_lib.lstrip("/") / "stubs"
     stubs.mkdir(parents=True, exist_ok=True)
     _run(
         [
@@ -402,7 +530,7 @@ def install_stub(rootfs: Path) -> None:
     )  # fmt: skip
     (stubs / "libcuda.so.1").symlink_to("libcuda.so")
     conf = rootfs / "etc/ld.so.conf.d"
-    for name, text in LD_SO_CONF.items():
+    for name, text in r.ld_so_conf.items():
         (conf / name).write_text(text)
     _run(["ldconfig", "-r", str(rootfs)], what="ldconfig in the stand-in")
 
@@ -423,12 +551,14 @@ def install_python(rootfs: Path) -> None:
     bashrc.chmod(0o777)  # gpu.Dockerfile: chmod a+rwx /etc/bash.bashrc
 
 
-def docker_import(rootfs: Path, tag: str, *, key: str, env: dict[str, str], cmd: list[str]) -> None:
+def docker_import(
+    rootfs: Path, tag: str, *, key: str, env: dict[str, str], cmd: list[str], name: str
+) -> None:
     changes = [f"ENV {k}={json.dumps(v) if ' ' in v else v}" for k, v in env.items()]
     changes += [f"CMD {json.dumps(cmd)}", f"LABEL {KEY_LABEL}={key}"]
     changes.append(
         'LABEL org.opencontainers.image.description="tfgpu test stand-in for the '
-        f'{RECIPE} recipe of tensorflow/tensorflow (Debian {SUITE}, no GPU)"'
+        f'{name} recipe of tensorflow/tensorflow (Debian {SUITE}, no GPU)"'
     )
     import_cmd = ["docker", "import"]
     for change in changes:
@@ -467,13 +597,14 @@ def _work(prefix: str) -> tempfile.TemporaryDirectory[str]:
 # --------------------------------------------------------------------------- images
 
 
-def build_cuda(*, force: bool = False) -> Result:
-    """The recipe up to `pip install tensorflow`: the layer every TensorFlow stand-in shares."""
-    key, t0 = cuda_key(), time.monotonic()
-    if not force and existing_key(CUDA_TAG) == key:
-        progress(f"{CUDA_TAG} is up to date (key {key})")
-        return Result(CUDA_TAG, key, False, 0.0, image_size(CUDA_TAG))
-    progress(f"building {CUDA_TAG} (key {key})")
+def build_cuda(r: CudaRecipe = CUDA12, *, force: bool = False) -> Result:
+    """The recipe up to `pip install tensorflow`: the layer every TensorFlow stand-in of the
+    recipe shares."""
+    tag, key, t0 = r.tag, cuda_key(r), time.monotonic()
+    if not force and existing_key(tag) == key:
+        progress(f"{tag} is up to date (key {key})")
+        return Result(tag, key, False, 0.0, image_size(tag))
+    progress(f"building {tag} (key {key})")
     with _work("cuda-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         debootstrap(rootfs)
@@ -483,18 +614,19 @@ def build_cuda(*, force: bool = False) -> Result:
                     item.unlink()
         progress("Python 3.11 and pip (setup.python.sh)")
         install_python(rootfs)
-        progress(f"system CUDA 12.3 and cuDNN 8.9.6 ({len(SYSTEM_CUDA)} wheels' libraries)")
-        install_system_cuda(rootfs)
+        progress(f"system {r.what} ({len(r.system_cuda)} wheels' libraries)")
+        install_system_cuda(rootfs, r)
         progress("libcuda stub, loader configuration, ldconfig (setup.cuda.sh)")
-        install_stub(rootfs)
+        install_stub(rootfs, r)
         progress("docker import")
-        docker_import(rootfs, CUDA_TAG, key=key, env=dict(recipe()["env"]), cmd=["/bin/bash"])
-    return _done(CUDA_TAG, key, t0)
+        env = dict(recipe(r.name)["env"])
+        docker_import(rootfs, tag, key=key, env=env, cmd=["/bin/bash"], name=r.name)
+    return _done(tag, key, t0)
 
 
 def _tf_dockerfile(version: str) -> str:
     return f"""\
-FROM {CUDA_TAG}
+FROM {recipe_of(version).tag}
 # gpu.Dockerfile: RUN pip install --no-cache-dir tensorflow=={version} (installed on the host
 # into site/ with the same pip resolution, since the build has no network)
 COPY site/ {PY_SITE}/
@@ -512,9 +644,17 @@ def build_gpu(version: str, *, force: bool = False) -> Result:
         ctx = Path(tmp)
         requirement = f"tensorflow=={version}"
         progress(f"downloading {requirement} into {CACHE / 'wheels'}")
-        download_wheels([requirement])
+        pins = recipe_of(version).pins.get(version, ())
+        constraints = None
+        if pins:
+            constraints = ctx / "constraints.txt"
+            constraints.write_text("".join(f"{pin}\n" for pin in pins))
+            build_sdist_wheels(p for p in pins if p in SOURCE_ONLY)
+        download_wheels([requirement], constraints=constraints, local=bool(pins))
         site = ctx / "site"
-        pip_target([requirement], site)
+        pip_target([requirement], site, constraints=constraints)
+        if constraints is not None:
+            constraints.unlink()
         relocate_pip_extras(site, ctx / "local")
         (ctx / "local").mkdir(exist_ok=True)
         compile_site(site)
@@ -583,13 +723,21 @@ def _done(tag: str, key: str, t0: float) -> Result:
 
 # name -> (builder, the names it is built FROM)
 BUILDERS: dict[str, tuple[Any, tuple[str, ...]]] = {
-    "cuda": (build_cuda, ()),
+    "cuda": (lambda force: build_cuda(CUDA12, force=force), ()),
     **{
         f"gpu-{version}": ((lambda force, v=version: build_gpu(v, force=force)), ("cuda",))
-        for version in TF_VERSIONS
+        for version in CUDA12.tf_versions
     },
     "jupyter": (build_jupyter, ("cuda", f"gpu-{JUPYTER_VERSION}")),
+    "cuda11": (lambda force: build_cuda(CUDA11, force=force), ()),
+    **{
+        f"gpu-{version}": ((lambda force, v=version: build_gpu(v, force=force)), ("cuda11",))
+        for version in CUDA11.tf_versions
+    },
 }
+# The 12.3 stand-ins (what `build_all()` builds by default: the 2.21 and 2.17 tests need no more)
+CUDA12_STANDINS = ("cuda", *(f"gpu-{v}" for v in CUDA12.tf_versions), "jupyter")
+CUDA11_STANDINS = ("cuda11", *(f"gpu-{v}" for v in CUDA11.tf_versions))
 
 
 def build_all(which: Iterable[str] | None = None, *, force: bool = False) -> list[Result]:
