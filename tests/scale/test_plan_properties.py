@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -32,7 +33,8 @@ from hypothesis import strategies as st
 from tfgpu_kit import cli, nvml
 
 HOST = ["0", "1"]  # --gpu-count 2
-EXAMPLES = 500  # per property; both together take about 20 s here
+# per property; both together take about 20 s here (TFGPU_PLAN_EXAMPLES=5000 for a longer search)
+EXAMPLES = int(os.environ.get("TFGPU_PLAN_EXAMPLES", "500"))
 RAN = {"compose": 0, "kubernetes": 0}
 SETTINGS = settings(
     derandomize=True,
