@@ -41,6 +41,12 @@ REFUSAL = re.compile(
     r"|Loaded runtime CuDNN library|CuDNN library needs|cuInit|failed call to|CUDA_ERROR|"
     r"Could not find cuda drivers|Unable to register"
 )
+# TensorFlow's conclusion, quoted first: the lines before it can be many (one per missing library)
+DECISIVE = re.compile(r"Cannot dlopen some GPU libraries|Skipping registering GPU")
+# Lines that match REFUSAL but are no reason: the duplicate plugin registrations every CUDA build
+# of 2.15-2.17 logs ("Unable to register cuDNN factory: Attempting to register factory for plugin
+# cuDNN when one has already been registered"), and TensorRT's libraries, which only TF-TRT uses.
+NOT_A_REASON = re.compile(r"Attempting to register factory for plugin|'libnvinfer")
 
 
 @dataclass(frozen=True)
@@ -348,7 +354,8 @@ def parse_probe(logs: str) -> GpuProbe:
     created = [line for line in lines if CREATED.search(line)]
     if created:
         return GpuProbe(True, tuple(created))
-    reasons = [line for line in lines if REFUSAL.search(line)]
+    reasons = [line for line in lines if REFUSAL.search(line) and not NOT_A_REASON.search(line)]
+    reasons.sort(key=lambda line: DECISIVE.search(line) is None)  # stable: the rest keep order
     return GpuProbe(False, tuple(dict.fromkeys(reasons))[:8])
 
 

@@ -352,3 +352,36 @@ def test_an_older_cudnn_minor_beside_a_missing_library_is_no_gpu() -> None:
     cudnn = next(p for p in problems if p.startswith("library libcudnn.so.8"))
     assert "GPU registered" not in cudnn
     assert "is version 8.6.0" in cudnn
+
+
+def test_the_probe_quotes_tensorflows_conclusion_first() -> None:
+    """The official 2.15.0 base: TensorFlow names five missing CUDA 12 libraries after three
+    duplicate-registration lines and TensorRT's; its conclusion is quoted first, the noise not."""
+    ts = "2026-12-01 16:41:36.817676:"
+    noise = [
+        f"{ts} E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] Unable to register"
+        " cuDNN factory: Attempting to register factory for plugin cuDNN when one has already"
+        " been registered",
+        f"{ts} I external/local_tsl/tsl/platform/default/dso_loader.cc:63] Could not load dynamic"
+        " library 'libnvinfer.so.8.6.1'; dlerror: libnvinfer.so.8.6.1: cannot open shared object"
+        " file: No such file or directory",
+    ]
+    missing = [
+        f"{ts} I external/local_tsl/tsl/platform/default/dso_loader.cc:63] Could not load dynamic"
+        f" library '{soname}'; dlerror: {soname}: cannot open shared object file"
+        for soname in ("libcublas.so.12", "libcublasLt.so.12", "libcufft.so.11",
+                       "libcusparse.so.12", "libcudart.so.12", "libcusolver.so.11",
+                       "libcurand.so.10", "libcudnn.so.8")
+    ]  # fmt: skip
+    conclusion = (
+        f"{ts} W tensorflow/core/common_runtime/gpu/gpu_device.cc:2256] Cannot dlopen some GPU"
+        " libraries. Please make sure the missing libraries mentioned above are installed"
+        " properly if you would like to use GPU."
+    )
+    probe = verify.parse_probe(
+        "\n".join([*noise, *missing, conclusion, "Skipping registering GPU devices...", "[]"])
+    )
+    assert not probe.registered
+    assert probe.lines[:2] == (conclusion, "Skipping registering GPU devices...")
+    assert probe.lines[2:] == tuple(missing[:6])
+    assert not any("Attempting to register" in line or "libnvinfer" in line for line in probe.lines)
