@@ -290,6 +290,16 @@ def test_kubernetes_types_are_not_coerced(
     assert message in refused(capsys, path)
 
 
+def test_a_document_that_is_no_object_among_manifests_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubectl refuses it ("Object 'Kind' is missing"); it was dropped without a word."""
+    pasted = {"services": {"a": service(CAP, gpu("0"))}}
+    path = write(tmp_path, "mixed.yaml", deployment("d", container(KUBE_CAP)), pasted)
+    err = refused(capsys, path)
+    assert "a document among the Kubernetes objects is a mapping: accepted: a Kubernetes" in err
+
+
 def test_configmap_data_values_are_strings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -73,6 +73,7 @@ def flatten(docs: Iterable[object], source: str = "") -> list[Mapping[str, Any]]
     """Manifests, with `kind: List` expanded (iteratively, bounded in count and nesting) and
     empty documents dropped."""
     out: list[Mapping[str, Any]] = []
+    others: list[object] = []  # documents that are no Kubernetes object
     stack: list[tuple[object, int]] = [(doc, 0) for doc in reversed(list(docs))]
     while stack:
         doc, depth = stack.pop()
@@ -85,6 +86,7 @@ def flatten(docs: Iterable[object], source: str = "") -> list[Mapping[str, Any]]
                     "a Kubernetes object (apiVersion, kind)",
                     "items: [{apiVersion: v1, kind: Pod, …}]",
                 )
+            others.append(doc)
             continue
         assert isinstance(doc, Mapping)
         kind = text(source, "kind", doc["kind"], "kind: Deployment")
@@ -109,6 +111,16 @@ def flatten(docs: Iterable[object], source: str = "") -> list[Mapping[str, Any]]
                 f"{MAX_OBJECTS:,} objects per file; example: split the file"
             )
         stack.extend((item, depth + 1) for item in reversed(items))
+    if out and others:
+        # kubectl refuses such a document ("Object 'Kind' is missing"); dropping it would hide,
+        # say, a compose file pasted into a manifest set
+        raise refuse(
+            source,
+            "a document among the Kubernetes objects",
+            others[0],
+            "a Kubernetes object (apiVersion, kind) in every document",
+            "apiVersion: v1 and kind: ConfigMap at the top of each document",
+        )
     return out
 
 
