@@ -36,6 +36,7 @@ HOST = ["0", "1"]  # --gpu-count 2
 # per property; both together take about 20 s here (TFGPU_PLAN_EXAMPLES=5000 for a longer search)
 EXAMPLES = int(os.environ.get("TFGPU_PLAN_EXAMPLES", "500"))
 RAN = {"compose": 0, "kubernetes": 0}
+REFUSED = {"compose": 0, "kubernetes": 0}  # of those, refused by the reference (and by plan)
 SETTINGS = settings(
     derandomize=True,
     max_examples=EXAMPLES,
@@ -93,8 +94,9 @@ ANY = st.recursive(
 
 
 def sometimes(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """Mostly a plausible value, sometimes anything at all."""
-    return st.one_of(good, good, ANY)
+    """Mostly a plausible value, sometimes (about one time in eight) anything at all. (A draw,
+    not st.one_of(good, …, ANY): one_of gives its branches about equal chances.)"""
+    return st.integers(0, 7).flatmap(lambda i: ANY if i == 4 else good)
 
 
 # --- compose documents -----------------------------------------------------------------------
@@ -172,7 +174,7 @@ ENV_VALUE = sometimes(
 ENV = sometimes(
     st.one_of(
         st.dictionaries(ENV_KEY, ENV_VALUE, max_size=3),
-        st.lists(st.one_of(st.builds("{}={}".format, ENV_KEY, TEXT), TEXT, ANY), max_size=3),
+        st.lists(st.one_of(st.builds("{}={}".format, ENV_KEY, TEXT), TEXT), max_size=3),
     )
 )
 DEPLOY = sometimes(
@@ -213,7 +215,10 @@ SERVICE = sometimes(
         },
     )
 )
-NAME = st.one_of(st.sampled_from(["a", "b", "text-model", "x.y_z"]), TEXT, st.integers(0, 3))
+VALID_NAME = st.sampled_from(["a", "b", "text-model", "x.y_z"])
+NAME = st.integers(0, 9).flatmap(
+    lambda i: TEXT if i == 4 else st.integers(0, 3) if i == 5 else VALID_NAME
+)
 COMPOSE = st.dictionaries(NAME, SERVICE, min_size=1, max_size=3)
 
 
@@ -437,12 +442,12 @@ KUBE_ENV = sometimes(
 )
 KUBE_OBJECT = st.fixed_dictionaries(
     {
-        "name": st.one_of(TEXT, TEXT, ANY),
-        "container": st.one_of(TEXT, ANY),
+        "name": sometimes(TEXT),
+        "container": sometimes(TEXT),
         "kind": st.sampled_from(["Deployment", "Pod"]),
         "replicas": sometimes(st.sampled_from([0, 1, 3, -1, "2", True, 2**31])),
         "env": KUBE_ENV,
-        "resources": st.one_of(RESOURCES, RESOURCES, ANY),
+        "resources": sometimes(RESOURCES),
     }
 )
 KUBE = st.tuples(st.lists(KUBE_OBJECT, min_size=1, max_size=3), st.booleans())
@@ -586,6 +591,7 @@ def test_compose_readers_agree_with_the_reference(tmp_path: Path, services: dict
         expected = [ref_service(name, service) for name, service in services.items()]
     except Refused:
         expected = []
+        REFUSED["compose"] += 1
     check_answer(*plan(path), expected)
 
 
@@ -604,6 +610,7 @@ def test_kubernetes_readers_agree_with_the_reference(
         expected = [ref_kube(doc) for doc in docs]
     except Refused:
         expected = []
+        REFUSED["kubernetes"] += 1
     check_answer(*plan(path), expected)
 
 
@@ -611,5 +618,7 @@ def test_examples_ran() -> None:
     """The number of examples, for the record (pytest -s prints it)."""
     if not any(RAN.values()):
         pytest.skip("the property tests did not run in this session")
-    print(f"plan property examples: {RAN}")
+    print(f"plan property examples: {RAN}, refused: {REFUSED}")
     assert all(count >= EXAMPLES // 2 for count in RAN.values()), RAN
+    # both outcomes are exercised: refusals and answers compared GPU by GPU
+    assert all(0 < REFUSED[reader] < RAN[reader] for reader in RAN), (RAN, REFUSED)
