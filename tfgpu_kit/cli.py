@@ -25,6 +25,7 @@ from tfgpu_kit.commands import (
     verify,
 )
 from tfgpu_kit.errors import EXIT_IO, EXIT_USAGE, KitError
+from tfgpu_kit.yamlfile import shown
 
 # Sub-commands, in --help order.
 COMMANDS: tuple[Command, ...] = (
@@ -91,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A path the user named (--out, a plan file, a context dir) that cannot be read or written:
         # say which and why, without a traceback. Docker's own errors are DockerError already.
-        where = f"{exc.filename}: " if exc.filename else ""
+        # The name is escaped: it may hold a newline or a terminal escape.
+        where = f"{shown(str(exc.filename))}: " if exc.filename else ""
         kitlog.stderr.print(
             f"error: {where}{exc.strerror or exc}", style="red", highlight=False, markup=False
         )

@@ -14,6 +14,14 @@ from tfgpu.settings import is_ascii_number, parse_mem_limit
 from tfgpu_kit.errors import UsageError
 
 SIZE_ACCEPTED = "a size in MiB (16384) or with a unit (16GiB, 500MiB, 16g)"
+MAX_DIGITS = 30  # far above any count or size a flag takes
+
+
+def _shown(value: str) -> str:
+    """The value as the message quotes it: repr'd, and cut to 80 characters (a 5000-digit
+    value need not be repeated in full)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "…'"
 
 
 def whole_number(
@@ -21,13 +29,16 @@ def whole_number(
 ) -> int:
     """`value` as a whole number from `low` to `high` (no upper bound when None)."""
     text = str(value).strip()
-    if not is_ascii_number(text) or int(text) < low or (high is not None and int(text) > high):
+    # Python refuses int() of more than 4300 digits (a ValueError, not a usage error); no flag
+    # means anything that long, so the length is checked first.
+    number = int(text) if is_ascii_number(text) and len(text) <= MAX_DIGITS else None
+    if number is None or number < low or (high is not None and number > high):
         bounds = f"of at least {low}" if high is None else f"from {low} to {high}"
         raise UsageError(
-            f"{flag} {value!r} is not valid: accepted: a whole number {bounds}; "
+            f"{flag} {_shown(value)} is not valid: accepted: a whole number {bounds}; "
             f"example: {flag} {example}"
         )
-    return int(text)
+    return number
 
 
 def size_mib(flag: str, value: str, example: str) -> float:
@@ -37,12 +48,12 @@ def size_mib(flag: str, value: str, example: str) -> float:
     except ConfigError as error:
         why = f" ({error.why})" if error.why else ""
         raise UsageError(
-            f"{flag} {value!r} is not a size{why}: accepted: {SIZE_ACCEPTED}; "
+            f"{flag} {_shown(value)} is not a size{why}: accepted: {SIZE_ACCEPTED}; "
             f"example: {flag} {example}"
         ) from None
     if len(amounts) != 1 or amounts[0].mib is None:
         raise UsageError(
-            f"{flag} {value!r} is not a single absolute size: accepted: {SIZE_ACCEPTED} "
+            f"{flag} {_shown(value)} is not a single absolute size: accepted: {SIZE_ACCEPTED} "
             f"(no percentage, no list); example: {flag} {example}"
         )
     return amounts[0].mib

@@ -122,3 +122,22 @@ def test_lock_check_missing_entry_fails(
     monkeypatch.setattr(lock_refresh, "completeness", lambda spec: missing)
     assert lock.check(specs.load()) == 1
     assert "locks complete" not in caplog.text
+
+
+def test_a_number_too_long_for_python_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """int() refuses more than 4300 digits with a ValueError: the flag's message instead, with
+    the value cut short."""
+    assert cli.main(["k8s", "--image", "r.example/t:1", "--replicas", "9" * 5000]) == 2
+    err = capsys.readouterr().err
+    assert "--replicas '9999" in err and "is not valid" in err and "Traceback" not in err
+    assert len(err) < 600
+
+
+def test_an_unwritable_output_name_is_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "no\nsuch" / "rules.yaml"
+    compose = str(specs.ROOT / "compose.yaml")
+    code = cli.main(["plan", compose, "--gpu-memory", "16GiB", "--prometheus-rules", str(target)])
+    err = capsys.readouterr().err
+    assert code == 5 and "no\\nsuch" in err and "no\nsuch" not in err, err
