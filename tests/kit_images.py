@@ -5,7 +5,9 @@ from them by `build.py build --base-registry …` (the code path of a team with 
 mirror).
 
 2.21.0's stand-in base lacks what its TensorFlow needs (CUDA 12.5, cuDNN 9), as the official
-one does: its kit images add NVIDIA's wheels. 2.17.0's base is enough: its image adds nothing."""
+one does: its kit images add NVIDIA's wheels. 2.17.0's base is enough: its image adds nothing.
+2.14.0 and 2.15.0 (CUDA 11.8 stand-ins, `cuda11_images`) each have a repair of their own: the cu11
+wheel set of 2.14 and the CUDA 12.2 set of 2.15."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.standin import REGISTRY, Result, build_all
+from tests.standin import CUDA11, CUDA11_STANDINS, CUDA12_STANDINS, REGISTRY, Result, build_all
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "2.21.0"
@@ -28,6 +30,8 @@ KIT_REPO = "tfgpu/tensorflow"
 KIT_GPU = f"{KIT_REPO}:{VERSION}-gpu"
 KIT_JUPYTER = f"{KIT_REPO}:{VERSION}-gpu-jupyter"
 KIT_OLDER = f"{KIT_REPO}:{OLDER}-gpu"
+# The CUDA 11.8 bases' releases: one image per CUDA repair recipe of theirs
+CUDA11_VERSIONS = CUDA11.tf_versions  # ("2.14.0", "2.15.0")
 # The 2.21 image built with --cuda-source base (no repair: TensorFlow cannot use the GPU) gets
 # its own registry prefix so that it never replaces the good image's tags.
 BROKEN_REGISTRY = "tfgpu-broken.local"
@@ -76,8 +80,17 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def standins(docker_client: docker.DockerClient) -> list[Result]:
     """Build the stand-in bases, or reuse them when their inputs have not changed."""
     t0 = time.monotonic()
-    results = build_all()
+    results = build_all(CUDA12_STANDINS)
     _progress(f"stand-ins ready in {time.monotonic() - t0:.0f}s")
+    return results
+
+
+@pytest.fixture(scope="session")
+def cuda11_standins(docker_client: docker.DockerClient) -> list[Result]:
+    """The stand-ins of the CUDA 11.8 bases (2.14.0-gpu, 2.15.0-gpu), built or reused."""
+    t0 = time.monotonic()
+    results = build_all(CUDA11_STANDINS)
+    _progress(f"CUDA 11.8 stand-ins ready in {time.monotonic() - t0:.0f}s")
     return results
 
 
@@ -114,3 +127,11 @@ def broken_image(standins: list[Result]) -> str:
         BROKEN_REGISTRY,
     )
     return KIT_BROKEN
+
+
+@pytest.fixture(scope="session")
+def cuda11_images(cuda11_standins: list[Result]) -> dict[str, str]:
+    """The kit's 2.14.0 and 2.15.0 gpu images (both repaired: 2.14's cu11 wheels with cuDNN 8.7,
+    2.15's CUDA 12.2 wheels), built on the CUDA 11.8 stand-ins; by version."""
+    _kit_build(*(f"{v}-gpu" for v in CUDA11_VERSIONS), "--base-registry", REGISTRY)
+    return {v: f"{KIT_REPO}:{v}-gpu" for v in CUDA11_VERSIONS}
