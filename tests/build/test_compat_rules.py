@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfgpu_kit import compat_rules, nvidia_require, spec
+from tests import nvidia_require_oracle
+from tfgpu_kit import compat_rules, spec
 from tfgpu_kit.compat_rules import ArchCoverage, Verdict
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.spec import CudaSource
@@ -194,8 +195,8 @@ def test_bad_arch(text: str) -> None:
 
 
 # NVIDIA_REQUIRE_CUDA chosen for each image, evaluated as libnvidia-container's dsl.c does
-# (tfgpu_kit.nvidia_require, checked against dsl.c itself). `cuda` is what the host driver reports
-# through NVML (nvmlSystemGetCudaDriverVersion): the CUDA version of its branch.
+# (tests/nvidia_require_oracle.py, checked against dsl.c itself). `cuda` is what the host driver
+# reports through NVML (nvmlSystemGetCudaDriverVersion): the CUDA version of its branch.
 CASES = [
     # (driver, the CUDA version it reports, brand)
     ("470.82.01", "11.4", "Tesla"),
@@ -215,7 +216,7 @@ CASES = [
 def admitted(expression: str) -> dict[str, bool]:
     out = {}
     for driver, cuda, brand in CASES:
-        verdict = nvidia_require.evaluate(expression, cuda=cuda, driver=driver, brand=brand)
+        verdict = nvidia_require_oracle.evaluate(expression, cuda=cuda, driver=driver, brand=brand)
         assert verdict.outcome in ("ok", "unsatisfied"), verdict  # dsl.c parses every value
         out[f"{driver} {brand}"] = verdict.ok
     return out
@@ -255,7 +256,7 @@ def test_require_cuda_without_the_bases_brands() -> None:
         "525.60.13 GeForce", "530.30.02 Quadro", "535.104.05 Tesla", "545.23.08 GeForce",
         "555.42.06 Tesla", "560.35.03 GeForce", "580.65.06 Tesla",
     ]  # fmt: skip
-    unsatisfied = nvidia_require.evaluate(req.require_cuda, cuda="12.0", driver="525.60.11")
+    unsatisfied = nvidia_require_oracle.evaluate(req.require_cuda, cuda="12.0", driver="525.60.11")
     assert unsatisfied.cli_error.endswith(
         "unsatisfied condition: cuda>=12.0,driver>=525.60.13, please update your driver to a"
         " newer version, or use an earlier cuda container"
@@ -268,7 +269,7 @@ def test_require_cuda_for_11x_admits_its_floor() -> None:
     req = compat_rules.requirements(SPEC, "2.14.0")
     assert req.require_cuda.startswith("cuda>=11.0,driver>=450.80.02 brand=tesla,driver>=450")
     for driver, ok in (("450.80.02", True), ("450.80.01", False), ("455.23.05", True)):
-        verdict = nvidia_require.evaluate(
+        verdict = nvidia_require_oracle.evaluate(
             req.require_cuda, cuda="11.0", driver=driver, brand="GeForce"
         )
         assert verdict.ok is ok, driver
@@ -277,8 +278,8 @@ def test_require_cuda_for_11x_admits_its_floor() -> None:
 def test_require_cuda_without_a_visible_gpu_checks_the_driver_only() -> None:
     # dsl.c: with no GPU visible every brand= and arch= condition holds
     req = compat_rules.requirements(SPEC, "2.17.0")
-    assert nvidia_require.evaluate(req.require_cuda, cuda="11.4", driver="470.82.01").ok
-    assert not nvidia_require.evaluate(req.require_cuda, cuda="11.8", driver="520.61.05").ok
+    assert nvidia_require_oracle.evaluate(req.require_cuda, cuda="11.4", driver="470.82.01").ok
+    assert not nvidia_require_oracle.evaluate(req.require_cuda, cuda="11.8", driver="520.61.05").ok
 
 
 def test_image_requirements_follow_the_loaded_libraries() -> None:

