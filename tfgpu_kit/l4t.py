@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tfgpu_kit import bake, catalog, nvidia_require, templating
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import IMAGES_DIR, ROOT, VersionText, load_yaml, validate
+from tfgpu_kit.spec import IMAGES_DIR, ROOT, Registry, VersionText, load_yaml, validate
 from tfgpu_kit.versions import Version
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class _Strict(BaseModel):
 
 
 class L4TBase(_Strict):
-    registry: str = Field(min_length=1)
+    registry: Registry  # the same grammar as images.yaml base.registry (issue 22)
     repository: str = Field(min_length=1, pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
 
 
