@@ -85,6 +85,7 @@ def configure_tensorflow(
     plan = make_plan(settings, totals, names)
 
     env_out.update(plan.env)  # growth: TF_FORCE_GPU_ALLOW_GROWTH, for every GPU alike
+    _set_tf_config(settings, environ, env_out, stderr)
     LogicalDevice = cfg.LogicalDeviceConfiguration
     for gpu, limits in zip(gpus, plan.gpu_limits):
         if limits is not None:
@@ -123,6 +124,24 @@ def configure_tensorflow(
     if settings.metrics_port is not None:
         _start_metrics(settings)
     return plan
+
+
+def _set_tf_config(
+    settings: Settings,
+    environ: Mapping[str, str],
+    env_out: MutableMapping[str, str],
+    stderr: TextIO,
+) -> None:
+    """The TF_CONFIG the kit built (tfgpu.tf_config), in time: MultiWorkerMirroredStrategy reads
+    it when it is created, after `import tensorflow`. A user's own TF_CONFIG is left as it is."""
+    cfg = settings.tf_config
+    if cfg is None:
+        return
+    if cfg.built:
+        env_out["TF_CONFIG"] = cfg.value
+    # `tfgpu run` already said it at container start
+    if not environ.get("TFGPU_RUN_PREFLIGHT") and not settings.quiet:
+        stderr.write(f"tfgpu: cluster: {cfg.explain()}\n")
 
 
 def _start_metrics(settings: Settings) -> None:

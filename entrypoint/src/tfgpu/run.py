@@ -55,6 +55,13 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
     # processes reports them as derived rather than as the user's own environment.
     added = sorted(name for name in pf.plan.env if name not in env)
     env.update(pf.plan.env)
+    cluster = settings.tf_config
+    if cluster is not None:
+        if not settings.quiet:
+            _say(f"cluster: {cluster.explain()}")
+        if cluster.built:  # the user's own TF_CONFIG is never replaced (tfgpu.tf_config)
+            env["TF_CONFIG"] = cluster.value
+            added = sorted({*added, "TF_CONFIG"})
     if added:
         env[DERIVED_MARK] = ",".join(added)
     env[PREFLIGHT_MARK] = "1"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu import is_disabled
+from tfgpu import is_disabled, tf_config
 from tfgpu.errors import ConfigError
 from tfgpu.recovery_rule import ACTION as RECOVER_ACTION
 from tfgpu.recovery_rule import AFTER as RECOVER_AFTER
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up sm
     from typing import Callable, Dict, List, Mapping, Optional
 
     from tfgpu.recovery_rule import RecoveryRule
+    from tfgpu.tf_config import TfConfig
 
 # Sources reported by `tfgpu show` for each value.
 ENVIRONMENT = "environment"
@@ -47,8 +48,15 @@ KIT_VARIABLES = (
     "TF_GPU_RECOVER_AT",  # the recovery rule (tfgpu.recovery_rule)
     "TF_GPU_RECOVER_AFTER",
     "TF_GPU_RECOVER_ACTION",
+    *tf_config.VARIABLES,  # multi-worker training (tfgpu.tf_config)
 )
-NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
+NATIVE_VARIABLES = (
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR",
+    "CUDA_VISIBLE_DEVICES",
+    tf_config.TF_CONFIG,
+    tf_config.LEGACY_KERAS,
+)
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -145,6 +153,8 @@ class Settings:
         self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
         self.metrics_addr = DEFAULT_METRICS_ADDR
         self.recovery: Optional[RecoveryRule] = None  # None: no recovery rule (the default)
+        self.tf_config: Optional[TfConfig] = None  # None: not multi-worker (tfgpu.tf_config)
+        self.legacy_keras: Optional[bool] = None  # TF_USE_LEGACY_KERAS; None: unset (Keras 3)
         # CUDA_VISIBLE_DEVICES: None = unset (all GPUs), [] = none, else the entries CUDA uses.
         self.visible_devices: Optional[List[str]] = None
         self.sources: Dict[str, Setting] = {}
@@ -372,7 +382,33 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
     if s.recovery is not None:  # `tfgpu show` lists the rule's defaults as defaults
         s.sources.setdefault(RECOVER_AFTER, Setting(format_duration(DEFAULT_AFTER_S), KIT_DEFAULT))
         s.sources.setdefault(RECOVER_ACTION, Setting("report", KIT_DEFAULT))
+    _parse_cluster(s, environ, get)
     return s
+
+
+def _parse_cluster(
+    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+) -> None:
+    """TF_CONFIG (the user's, checked; or built from TF_GPU_WORKERS*) and TF_USE_LEGACY_KERAS."""
+    v = get(tf_config.LEGACY_KERAS)
+    if v is not None:
+        s.legacy_keras = tf_config.parse_legacy_keras(v)
+    derived = tf_config.TF_CONFIG in environ.get("TFGPU_DERIVED", "").split(",")
+    s.tf_config = cfg = tf_config.parse(get, environ, derived)
+    if cfg is None:
+        return
+    if not cfg.built:
+        s.sources[tf_config.TF_CONFIG].note = "yours: validated, never replaced"
+        unused = [name for name in tf_config.VARIABLES if environ.get(name, "").strip()]
+        if unused:
+            s.warnings.append(
+                f"{', '.join(unused)} not used: TF_CONFIG is set, and the kit never replaces it"
+            )
+        return
+    s.sources[tf_config.TF_CONFIG] = Setting(cfg.value, DERIVED, f"built from {tf_config.WORKERS}")
+    s.sources.setdefault(tf_config.PORT, Setting(str(tf_config.DEFAULT_PORT), KIT_DEFAULT))
+    if cfg.index_from != tf_config.INDEX:
+        s.sources[tf_config.INDEX] = Setting(str(cfg.index), DERIVED, f"from {cfg.index_from}")
 
 
 def _parse_visible(

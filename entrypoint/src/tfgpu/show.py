@@ -49,6 +49,8 @@ def show(
             "warnings": warnings,
             "error": None,
             "recovery": None if settings.recovery is None else settings.recovery.explain(),
+            "cluster": None if settings.tf_config is None else settings.tf_config.explain(),
+            "keras": which_keras(settings.legacy_keras),
         }
         from tfgpu import tegra
 
@@ -74,6 +76,9 @@ def show(
     out.write(f"\nasks for: {describe_plan(make_plan(settings, []).as_json(), settings)}\n")
     if settings.recovery is not None:
         out.write(f"recovery: {settings.recovery.explain()}\n")
+    if settings.tf_config is not None:
+        out.write(f"cluster: {settings.tf_config.explain()}\n")
+    out.write(f"keras: {which_keras(settings.legacy_keras)}\n")
     from tfgpu import tegra
 
     jetson = tegra.query(environ)
@@ -82,3 +87,24 @@ def show(
     for w in warnings:
         out.write(f"warning: {w}\n")
     return EXIT_OK
+
+
+def _installed(distribution: str) -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def which_keras(legacy: Optional[bool]) -> str:
+    """The Keras `tf.keras` gives this process (TF_USE_LEGACY_KERAS, tfgpu.tf_config)."""
+    if legacy:
+        version = _installed("tf-keras")
+        if version is None:
+            return "tf-keras (Keras 2) asked for by TF_USE_LEGACY_KERAS, but it is not installed"
+        return f"tf-keras {version} (Keras 2; TF_USE_LEGACY_KERAS)"
+    version = _installed("keras")
+    found = f"keras {version}" if version else "keras (not installed)"
+    return f"{found}, as TensorFlow imports it (TF_USE_LEGACY_KERAS=1 for tf-keras)"

@@ -1,0 +1,272 @@
+"""Multi-worker training: the `TF_CONFIG` of `tf.distribute.MultiWorkerMirroredStrategy`, built
+from the pod's own environment, or the user's own one validated. Pure parsing, stdlib only
+(imported by tfgpu.settings; the hook and `tfgpu run` set the variable).
+
+    TF_GPU_WORKERS=3                     on: 3 workers train one model together
+    TF_GPU_WORKER_HOSTS=train-{index}.train-workers
+                                         each worker's host: a pattern with `{index}`, or a
+                                         comma-separated list of the hosts in index order
+    TF_GPU_WORKER_INDEX=1                this worker's index; default JOB_COMPLETION_INDEX, which
+                                         an Indexed Job (and a JobSet's indexed Job) sets in
+                                         each pod
+    TF_GPU_WORKER_PORT=2222              the port every worker's gRPC server listens on
+
+Off unless TF_GPU_WORKERS is set. A TF_CONFIG set by the user is never replaced: it is checked
+(JSON, a cluster of "host:port" lists, a task inside it) and reported instead. One that `tfgpu
+run` built (listed in TFGPU_DERIVED) is rebuilt from the variables, which it came from.
+
+Keras: TensorFlow >= 2.16 gives Keras 3 as `tf.keras`, whose `model.fit` fails under
+MultiWorkerMirroredStrategy (keras-team/keras#20585); TF_USE_LEGACY_KERAS=1 gives tf-keras
+(Keras 2) instead. TensorFlow reads it when `tf.keras` is first used and treats anything but
+"true", "True" or "1" as off, silently (tensorflow/tensorflow, tensorflow/python/util/
+lazy_loader.py, KerasLazyLoader._initialize), so a value outside both lists is refused here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tfgpu.errors import ConfigError
+
+TYPE_CHECKING = False  # not `from typing import …`: tfgpu run imports this at start-up
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional
+
+WORKERS = "TF_GPU_WORKERS"
+HOSTS = "TF_GPU_WORKER_HOSTS"
+INDEX = "TF_GPU_WORKER_INDEX"
+PORT = "TF_GPU_WORKER_PORT"
+VARIABLES = (WORKERS, HOSTS, INDEX, PORT)
+TF_CONFIG = "TF_CONFIG"
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+JOB_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
+PLACEHOLDER = "{index}"
+DEFAULT_PORT = 2222  # the port TensorFlow's own distributed examples use
+MAX_WORKERS = 10000
+
+_LEGACY_ON = ("true", "True", "1")  # exactly TensorFlow's list (module doc)
+_LEGACY_OFF = ("false", "False", "0")
+LEGACY_ACCEPTED = "1, true or True (tf-keras, Keras 2) or 0, false or False (Keras 3)"
+# RFC 1123 host names as Kubernetes and Docker write them: labels of letters, digits and '-',
+# not starting or ending with '-', at most 63 characters; at most 253 in all.
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII | re.IGNORECASE)
+HOSTS_ACCEPTED = (
+    "a host name pattern with {index} (replaced by 0 … N-1), or the N host names in index "
+    "order separated by ','; host names of letters, digits, '-' and '.'"
+)
+HOSTS_EXAMPLE = "train-{index}.train-workers"
+TF_CONFIG_ACCEPTED = (
+    'JSON: {"cluster": {"worker": ["host:port", …]}, "task": {"type": "worker", "index": N}} '
+    "with the task's type in the cluster and its index in that list"
+)
+TF_CONFIG_EXAMPLE = (
+    '{"cluster":{"worker":["w0:2222","w1:2222"]},"task":{"type":"worker","index":0}}'
+)
+
+
+class TfConfig:
+    """The TF_CONFIG this process gets: `value` (JSON text), `built` (by the kit, from the
+    variables; False: the user's own), and what it says."""
+
+    def __init__(
+        self,
+        value: str,
+        built: bool,
+        task_type: str,
+        index: int,
+        cluster: Dict[str, List[str]],
+        index_from: str = "",
+    ) -> None:
+        self.value = value
+        self.built = built
+        self.task_type = task_type
+        self.index = index
+        self.cluster = cluster
+        self.index_from = index_from  # the variable the index came from (built only)
+
+    @property
+    def workers(self) -> int:
+        return len(self.cluster.get("worker", []))
+
+    @property
+    def address(self) -> str:
+        return self.cluster[self.task_type][self.index]
+
+    @property
+    def peers(self) -> List[str]:
+        return [a for role in self.cluster.values() for a in role if a != self.address]
+
+    def explain(self) -> str:
+        """One line for `tfgpu show` and `tfgpu run`."""
+        whose = "built by the kit" if self.built else "your TF_CONFIG, validated"
+        size = ", ".join(f"{len(v)} {k}" for k, v in self.cluster.items())
+        peers = ", ".join(self.peers) or "none"
+        return (
+            f"{self.task_type} {self.index} of {size} at {self.address} ({whose}); peers: {peers}"
+        )
+
+
+def parse_legacy_keras(value: str) -> bool:
+    text = value.strip()
+    if text in _LEGACY_ON:
+        return True
+    if text in _LEGACY_OFF:
+        return False
+    raise ConfigError(
+        LEGACY_KERAS, value, LEGACY_ACCEPTED, "1", why="TensorFlow would silently read it as off"
+    )
+
+
+def parse_workers(value: str) -> int:
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_WORKERS:
+        raise ConfigError(WORKERS, value, f"a whole number of workers from 1 to {MAX_WORKERS}", "2")
+    return int(text)
+
+
+def parse_port(value: str) -> int:
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:
+        raise ConfigError(PORT, value, "a TCP port from 1 to 65535", str(DEFAULT_PORT))
+    return int(text)
+
+
+def parse_index(variable: str, value: str, workers: int) -> int:
+    text = value.strip()
+    accepted = f"a worker index from 0 to {workers - 1} ({WORKERS}={workers})"
+    if not (text.isascii() and text.isdigit()):
+        raise ConfigError(variable, value, accepted, "0")
+    if int(text) >= workers:
+        raise ConfigError(variable, value, accepted, "0", why=f"only {workers} workers")
+    return int(text)
+
+
+def _valid_host(host: str) -> bool:
+    return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.split("."))
+
+
+def parse_hosts(value: str, workers: int) -> List[str]:
+    """The workers' host names, in index order: a pattern expanded, or a list of exactly
+    `workers` names."""
+    text = value.strip()
+    if PLACEHOLDER in text:
+        if text.count(PLACEHOLDER) != 1 or "," in text:
+            raise ConfigError(
+                HOSTS, value, HOSTS_ACCEPTED, HOSTS_EXAMPLE, why="one {index} in one pattern"
+            )
+        hosts = [text.replace(PLACEHOLDER, str(i)) for i in range(workers)]
+    else:
+        hosts = [h.strip() for h in text.split(",")]
+        if len(hosts) != workers:
+            raise ConfigError(
+                HOSTS,
+                value,
+                HOSTS_ACCEPTED,
+                HOSTS_EXAMPLE,
+                why=f"{len(hosts)} host(s) for {WORKERS}={workers}",
+            )
+    for host in hosts:
+        if not _valid_host(host):
+            raise ConfigError(
+                HOSTS, value, HOSTS_ACCEPTED, HOSTS_EXAMPLE, why=f"{host!r} is not a host name"
+            )
+    if len(set(h.lower() for h in hosts)) != len(hosts):
+        raise ConfigError(HOSTS, value, HOSTS_ACCEPTED, HOSTS_EXAMPLE, why="a host is listed twice")
+    return hosts
+
+
+def build(workers: int, hosts: List[str], index: int, port: int, index_from: str) -> TfConfig:
+    import json  # only for multi-worker: `tfgpu run` start-up does not pay it otherwise
+
+    cluster = {"worker": [f"{h}:{port}" for h in hosts]}
+    doc = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+    value = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+    return TfConfig(value, True, "worker", index, cluster, index_from)
+
+
+def parse_user_tf_config(value: str) -> TfConfig:
+    """A TF_CONFIG the user set: TensorFlow's TFConfigClusterResolver would fail late (or, with an
+    index outside its cluster, wait for a worker that never comes); this refuses it at the door."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(TF_CONFIG, value, TF_CONFIG_ACCEPTED, TF_CONFIG_EXAMPLE, why=why)
+
+    import json  # only when TF_CONFIG is set
+
+    try:
+        doc: Any = json.loads(value)
+    except ValueError as e:
+        raise refuse(f"not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise refuse("not a JSON object")
+    cluster, task = doc.get("cluster"), doc.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        raise refuse("no 'cluster' object")
+    for role, addresses in cluster.items():
+        if not isinstance(addresses, list) or not addresses:
+            raise refuse(f"cluster.{role} is not a non-empty list")
+        for address in addresses:
+            host, sep, port = str(address).rpartition(":")
+            if not isinstance(address, str) or not sep or not host or not port.isdigit():
+                raise refuse(f"cluster.{role} holds {address!r}, not 'host:port'")
+    if not isinstance(task, dict):
+        raise refuse("no 'task' object")
+    task_type, index = task.get("type"), task.get("index", 0)
+    if task_type not in cluster:
+        raise refuse(f"task.type {task_type!r} is not a role of the cluster")
+    if type(index) is not int or not 0 <= index < len(cluster[task_type]):
+        raise refuse(
+            f"task.index {index!r} is outside cluster.{task_type} "
+            f"({len(cluster[task_type])} entries)"
+        )
+    return TfConfig(value, False, str(task_type), index, cluster)
+
+
+def parse(
+    get: Callable[[str], Optional[str]], environ: Mapping[str, str], derived: bool
+) -> Optional[TfConfig]:
+    """The TF_CONFIG of this process; None when neither TF_CONFIG nor TF_GPU_WORKERS is set.
+    `get` returns a set, non-empty value or None (recording its source); `derived`: TF_CONFIG was
+    built by `tfgpu run` from these same variables."""
+    user = get(TF_CONFIG)
+    if user is not None and not derived:
+        return parse_user_tf_config(user)
+    workers_text = get(WORKERS)
+    if workers_text is None:
+        for name in (HOSTS, INDEX, PORT):
+            value = get(name)
+            if value is not None:
+                raise ConfigError(
+                    name,
+                    value,
+                    f"only together with {WORKERS}, which turns multi-worker training on",
+                    f"{value} (with {WORKERS}=2)",
+                    why=f"{WORKERS} is not set",
+                )
+        return None
+    workers = parse_workers(workers_text)
+    hosts_text = get(HOSTS)
+    if hosts_text is None:
+        raise ConfigError(
+            WORKERS,
+            workers_text,
+            f"together with {HOSTS}, the workers' host names",
+            f"{workers} with {HOSTS}={HOSTS_EXAMPLE}",
+            why=f"{HOSTS} is not set",
+        )
+    hosts = parse_hosts(hosts_text, workers)
+    port_text = get(PORT)
+    port = parse_port(port_text) if port_text is not None else DEFAULT_PORT
+    index_text, index_from = get(INDEX), INDEX
+    if index_text is None:
+        index_text, index_from = environ.get(JOB_INDEX, "").strip() or None, JOB_INDEX
+    if index_text is None:
+        raise ConfigError(
+            INDEX,
+            "",
+            f"this worker's index; set it, or run in an Indexed Job, which sets {JOB_INDEX}",
+            "0",
+            why=f"neither it nor {JOB_INDEX} is set",
+        )
+    index = parse_index(index_from, index_text, workers)
+    return build(workers, hosts, index, port, index_from)
