@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter, defaultdict
 from functools import cache
@@ -30,6 +29,8 @@ if str(ROOT) not in sys.path:
 # The stand-in bases and the kit's images, built once per run for tests/containers and tests/gpu.
 pytest_plugins = ["tests.kit_images"]
 
+from tests.ci_policy import ci_or_skip, in_ci  # noqa: E402 (needs the sys.path line above)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tfgpu GPU tests (tests/gpu)")
@@ -44,10 +45,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IMAGE",
         help="the kit image tests/gpu runs (default: the 2.21 gpu image built from the stand-ins)",
     )
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
 @cache
@@ -70,9 +67,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     problem = engine_problem()
     if problem is None:
         return
-    if in_ci():
-        pytest.fail(f"CI=true: {problem}; container tests must run in CI", pytrace=False)
-    pytest.skip(f"{problem} (set CI=true to make this an error)")
+    ci_or_skip(problem, in_ci_because="; container tests must run in CI")
 
 
 def _group(nodeid: str) -> str:

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci_policy import ci_or_skip
 from tests.monitoring import prometheus_tools
-from tests.monitoring.ci import tool_missing
 
 
 def _tool(name: str) -> Path:
     try:
         return prometheus_tools.find(name)
     except prometheus_tools.ToolMissing as exc:
-        tool_missing(f"{name} is not available: {exc}")
+        ci_or_skip(f"{name} is not available: {exc}")
 
 
 @pytest.fixture(scope="session")

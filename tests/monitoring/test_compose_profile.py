@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.ci_policy import ci_or_skip
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
-from tests.monitoring.ci import tool_missing
 from tests.monitoring.prometheus_tools import promtool_run
 
 COMPOSE_FILE = ROOT / "compose.yaml"
@@ -22,10 +22,10 @@ PROMETHEUS_CONFIG = ROOT / "monitoring" / "prometheus.yml"
 
 
 def compose_or_skip() -> list[str]:
-    """The compose command; a missing one fails in CI, else skips (tests/monitoring/ci.py)."""
+    """The compose command; a missing one fails in CI, else skips (tests/ci_policy.py)."""
     command = compose_command()
     if command is None:
-        tool_missing(COMPOSE_MISSING)
+        ci_or_skip(COMPOSE_MISSING)
     return command
 
 

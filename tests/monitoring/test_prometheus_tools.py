@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci_policy import ci_or_skip
 from tests.monitoring import prometheus_tools
-from tests.monitoring.ci import tool_missing
 
 
 def test_a_tool_on_path_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,7 +29,7 @@ def test_debians_package_is_unpacked_into_the_cache(
 ) -> None:
     """apt-get download + dpkg -x, without root: both binaries run from the cache."""
     if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
-        tool_missing("apt-get and dpkg are needed to unpack Debian's prometheus package")
+        ci_or_skip("apt-get and dpkg are needed to unpack Debian's prometheus package")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     target = prometheus_tools.cache_dir()
     assert target == tmp_path / "cache" / "tfgpu-kit" / "prometheus"
