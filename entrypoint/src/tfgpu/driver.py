@@ -23,7 +23,9 @@ _BRAND_TESLA = 2
 _DATACENTRE_NAME = re.compile(
     r"\b(Tesla|A100|A30|A40|A10G?|A16|A2|H100|H200|H800|H20|B100|B200|GH200|L4|L40S?|T4|V100)\b"
 )
-# Driver branches that still get cuda-compat packages, and the CUDA versions they reach
+# Driver branches that still get cuda-compat packages, and the CUDA versions they reach: a copy of
+# images/matrix.yaml `forward_compat:` (the runtime cannot read images/), held to it by
+# tests/build/test_forward_compat_source.py
 # (NVIDIA forward-compatibility docs; other branches are end of life).
 _FORWARD_COMPAT = {535: ((12, 3), (13, 99)), 570: ((12, 9), (13, 99)), 580: ((13, 1), (13, 99))}
 
