@@ -4,15 +4,10 @@ images?"""
 from __future__ import annotations
 
 import argparse
-import logging
 
-from tfgpu_kit import compat_rules as rules
-from tfgpu_kit import nvml
+from tfgpu_kit import driver_report
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
-from tfgpu_kit.errors import EXIT_FAILED, UsageError
-from tfgpu_kit.output import print_json, table
-from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
 
 NAME = "check"
 HELP = "verdict per TensorFlow version for a driver (default: the local one, through NVML)"
@@ -20,8 +15,6 @@ DESCRIPTION = """For each TensorFlow version: runs natively; runs by minor-versi
 (and, with --gpu-arch, whether PTX-only coverage then fails to JIT); needs forward compatibility
 (data-centre GPUs only); or does not run, with the minimum driver and the newest TensorFlow that
 would. Exits 1 when any selected version cannot run."""
-
-log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,157 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="JSON on stdout")
 
 
-def resolve_versions(spec: specs.Spec, wanted: list[str]) -> list[tuple[str, str]]:
-    """(what was asked, the matrix entry that answers) for each --tf: an entry (2.21.0), a
-    minor (2.21: its newest entry) or a later patch release the matrix lists (2.14.1: its
-    minor's entry, whose build answers for it)."""
-    offered = [v.version for v in spec.images.versions]
-    if not wanted:
-        return [(v, v) for v in offered]
-    known = list(spec.matrix.tensorflow)
-    patches = {p: tf for tf, build in spec.matrix.tensorflow.items() for p in build.patches}
-    found = []
-    for text in wanted:
-        if text in known:
-            found.append((text, text))
-        elif text in patches:
-            found.append((text, patches[text]))
-        elif text.count(".") == 1 and (
-            same_minor := [v for v in known if v.startswith(text + ".")]
-        ):
-            found.append((text, str(max(Version.parse(v) for v in same_minor))))
-        elif broader := [v for v in known if v.startswith(text + ".")]:
-            # `2` is every 2.x: answering for the newest would be a guess, not what was asked
-            raise UsageError(
-                f"--tf {text!r} is ambiguous: it matches {', '.join(broader)}; accepted: a "
-                "version (2.21.0) or a minor (2.21, its newest); example: --tf "
-                f"{max(Version.parse(v) for v in broader).major_minor}"
-            )
-        else:
-            raise UsageError(
-                f"--tf {text}: not in the matrix",
-                hint=f"known: {', '.join(known)}; patch releases: {', '.join(patches)}; "
-                "example: --tf 2.21",
-            )
-    return list(dict.fromkeys(found))
-
-
-def _answered_for(requested: str, entry: str) -> str | None:
-    """The note a patch release gets: its answer comes from another release's build."""
-    if requested in (entry, Version.parse(entry).major_minor):
-        return None
-    return (
-        f"TensorFlow {requested}: answered with {entry}'s build (CUDA, cuDNN, architectures); "
-        f"{requested}'s own build configuration is not recorded in images/matrix.yaml"
-    )
-
-
-def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
-    local = nvml.local_driver()
-    log.info("local driver %s (NVML)", local.driver_version)
-    if arch is None and local.gpus:
-        archs = {gpu.compute_capability for gpu in local.gpus}
-        if len(archs) > 1:
-            log.warning("GPUs of several architectures: judging GPU 0 only; use --gpu-arch")
-        gpu = local.gpus[0]
-        if gpu.compute_capability is None:
-            log.warning("GPU 0 (%s): NVML gives no architecture; use --gpu-arch", gpu.name)
-        else:
-            arch = parse_arch(gpu.compute_capability)
-            log.info("GPU 0: %s (%s)", gpu.name, arch)
-    return parse_driver(str(local.driver_version), flag="NVML driver version"), arch
-
-
-def _alternatives(r: rules.Assessment) -> str:
-    """What to use instead of a version that does not run: the newest known to run and, with an
-    arch, a newer one that the driver runs but whose coverage of the arch is unknown."""
-    runs = f"known to run on {r.arch}" if r.arch else "that runs"
-    text = f"; newest TensorFlow {runs}: {r.newest_runnable or 'none'}"
-    if r.newest_unassessed:
-        text += (
-            f"; {r.newest_unassessed} runs on driver {r.driver} but is not assessed for {r.arch}"
-            " (its SASS/PTX architectures are unknown)"
-        )
-    return text
-
-
 def run(args: argparse.Namespace) -> int:
-    spec = specs.load()
-    arch = parse_arch(args.gpu_arch) if args.gpu_arch is not None else None
-    asked = resolve_versions(spec, args.tf)
-    notes = {entry: note for requested, entry in asked if (note := _answered_for(requested, entry))}
-    requested = {entry: text for text, entry in asked if entry in notes}
-    versions = list(dict.fromkeys(entry for _, entry in asked))
-    for note in notes.values():
-        log.warning("%s", note)
-    if args.driver is not None:
-        driver = parse_driver(args.driver)
-    else:
-        driver, arch = _local(arch)
-    results = [rules.assess(spec, tf, driver, arch) for tf in versions]
-    if args.json:
-        _print_json(results, driver, arch, requested, notes)
-    else:
-        _print_table(results, driver, arch, requested)
-    bad = [r for r in results if not r.verdict.runs]
-    if bad:
-        log.error(
-            "cannot run as built: %s",
-            ", ".join(f"TensorFlow {r.tensorflow} ({r.verdict.value})" for r in bad),
-        )
-        return EXIT_FAILED
-    return 0
-
-
-def _print_json(
-    results: list[rules.Assessment],
-    driver: Version,
-    arch: Arch | None,
-    requested: dict[str, str],
-    notes: dict[str, str],
-) -> None:
-    print_json(
-        {
-            "driver": str(driver),
-            "gpu_arch": str(arch) if arch else None,
-            "results": [
-                {
-                    **r.as_json(),
-                    "requested": requested.get(r.tensorflow, r.tensorflow),
-                    "note": notes.get(r.tensorflow),
-                }
-                for r in results
-            ],
-        }
+    return driver_report.report(
+        specs.load(),
+        driver_text=args.driver,
+        tensorflow=args.tf,
+        gpu_arch=args.gpu_arch,
+        as_json=args.json,
     )
-
-
-def _print_table(
-    results: list[rules.Assessment], driver: Version, arch: Arch | None, requested: dict[str, str]
-) -> None:
-    table(
-        f"driver {driver}" + (f", GPU {arch}" if arch else ""),
-        ["TensorFlow", "CUDA", "verdict", "why"],
-        [
-            [
-                f"{requested[r.tensorflow]} (as {r.tensorflow})"
-                if r.tensorflow in requested
-                else r.tensorflow,
-                str(r.req.cuda),
-                r.verdict.value,
-                "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
-            ]
-            for r in results
-        ],
-    )
-    for r in results:
-        if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
-            log.warning(
-                "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
-                r.tensorflow,
-                driver,
-                f" and {arch}" if arch else "",
-            )
 
 
 COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

@@ -1,0 +1,93 @@
+"""The compatibility table `build.py matrix` prints: per TensorFlow version, what it was built with,
+what the kit's image of it loads, the drivers that run that, and what its base lacks."""
+
+from __future__ import annotations
+
+from tfgpu_kit import compat_rules as rules
+from tfgpu_kit import spec as specs
+from tfgpu_kit import wheellock
+from tfgpu_kit.output import print_json, table
+
+
+def rows(spec: specs.Spec) -> list[dict[str, object]]:
+    offered = {v.version for v in spec.images.versions}
+    lock = wheellock.load()
+    result: list[dict[str, object]] = []
+    for tf, build in spec.matrix.tensorflow.items():
+        req = rules.requirements(spec, tf)
+        gap = req.gap.as_json() if req.gap else None
+        if req.gap is not None:
+            sized = wheellock.size(lock, req.gap.wheels)
+            assert gap is not None
+            gap["wheels_mib"] = round(sized.mib, 1) if sized.mib is not None else None
+        result.append(
+            {
+                "tensorflow": tf,
+                "offered": tf in offered,
+                "default": tf == spec.default_version,
+                # what TensorFlow was built with
+                "build_cuda": str(req.build_cuda),
+                "build_cudnn": str(req.build_cudnn),
+                "python": list(build.python),
+                "sass": build.arches.sass if build.arches else None,
+                "ptx": build.arches.ptx if build.arches else None,
+                # what the kit's image of it loads, and the drivers that run that
+                "cuda": str(req.cuda),
+                "cudnn": str(req.cudnn),
+                "driver_min": str(req.driver_min),
+                "driver_min_compat": str(req.compat_floor),
+                "nvidia_require_cuda": req.require_cuda,
+                "base": gap,
+            }
+        )
+    return result
+
+
+def _adds(row: dict[str, object]) -> str:
+    base = row["base"]
+    if not isinstance(base, dict):
+        return "base unknown (not in bases.yaml)"
+    if not base["wheels"]:
+        return str(base["summary"])
+    size = base["wheels_mib"]
+    return f"{base['summary']}; {f'{size:.0f} MiB' if size is not None else 'size unknown'}"
+
+
+def show(spec: specs.Spec, *, as_json: bool) -> None:
+    """`build.py matrix`: the rows as one JSON array, or as a table."""
+    data = rows(spec)
+    if as_json:
+        print_json(data)
+        return
+
+    def arches(value: object) -> str:
+        return ", ".join(value) if isinstance(value, list) else "unknown"
+
+    table(
+        None,
+        [
+            "TensorFlow",
+            "built with",
+            "Python",
+            "SASS",
+            "PTX",
+            "image loads",
+            "driver (native)",
+            "driver (minor compat)",
+            "base → image",
+        ],
+        [
+            [
+                f"{r['tensorflow']}{' (default)' if r['default'] else ''}",
+                f"CUDA {r['build_cuda']}, cuDNN {r['build_cudnn']}",
+                "–".join(r["python"]) if isinstance(r["python"], list) else "",
+                arches(r["sass"]),
+                arches(r["ptx"]),
+                f"CUDA {r['cuda']}, cuDNN {r['cudnn']}",
+                str(r["driver_min"]),
+                str(r["driver_min_compat"]),
+                _adds(r),
+            ]
+            for r in data
+        ],
+    )
