@@ -29,6 +29,8 @@ from tfgpu_kit.name_rules import MAX_INT32, refuse_control
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "k8s"
 GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"
+CHECKPOINT_PATH = "/checkpoints"  # where --checkpoint-claim is mounted (BackupAndRestore's dir)
+JOBSET_JOB = "worker"  # the JobSet's one replicatedJob
 MAX_GRACE_PERIOD = 3600
 
 
@@ -44,6 +46,26 @@ class Workload:
     parallelism: int = 1  # Job
     completions: int = 1  # Job
     backoff_limit: int = 2  # Job
+    workers: Workers | None = None  # Job: one model trained by N workers together
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Multi-worker training (issue 19): an Indexed Job of `count` pods and its headless Service,
+    or a JobSet; TF_CONFIG is built in each pod by the runtime (tfgpu.tf_config)."""
+
+    count: int
+    port: int
+    jobset: bool = False
+    max_restarts: int = 3  # gang restarts of the whole group before the workload fails
+    checkpoint_claim: str | None = None  # a PersistentVolumeClaim mounted at CHECKPOINT_PATH
+    env: list[tuple[str, str]] = field(default_factory=list)  # the workers' own variables
+
+    @property
+    def backoff_limit(self) -> int:
+        """Indexed Job: every gang restart fails all `count` pods (the collective fails on each
+        survivor too), so `max_restarts` restarts cost `count * max_restarts` failures."""
+        return self.count * self.max_restarts
 
 
 @dataclass(frozen=True)
@@ -151,7 +173,11 @@ def _context(kind: str, workload: Workload, common: Common) -> dict[str, object]
         "parallelism": workload.parallelism,
         "completions": workload.completions,
         "backoff_limit": workload.backoff_limit,
+        "workers": workload.workers,
+        "checkpoint_path": CHECKPOINT_PATH,
     }
+    if workload.workers is not None:
+        ports.append({"name": "tf-worker", "number": workload.workers.port})
     return {"kit": kit, "c": container, "labels": labels}
 
 
@@ -159,6 +185,18 @@ def render_workload(kind: str, workload: Workload, common: Common) -> str:
     """`kind` is "deployment" or "job"."""
     template = _jinja().get_template(f"{kind}.yaml.j2")
     return template.render(_context(kind, workload, common))
+
+
+def render_workers(workload: Workload, common: Common) -> list[tuple[str, str]]:
+    """The multi-worker Job: an Indexed Job and its headless Service, or one JobSet (which makes
+    its own headless Service)."""
+    context = _context("job", workload, common)
+    if workload.workers is not None and workload.workers.jobset:
+        return [("jobset.yaml", _jinja().get_template("jobset.yaml.j2").render(context))]
+    return [
+        ("job.yaml", _jinja().get_template("job.yaml.j2").render(context)),
+        ("service.yaml", _jinja().get_template("service.yaml.j2").render(context)),
+    ]
 
 
 def render_pod_monitor(monitor: PodMonitor) -> str:
@@ -175,7 +213,16 @@ def render_time_slicing(slicing: TimeSlicing) -> str:
 # Flags that shape one workload only: given with a --kind that does not render it, they would be
 # silently ignored. None = not given (the command's defaults are applied here, not by argparse).
 DEPLOYMENT_ONLY = ("serve_cmd", "port", "health_path", "replicas", "prestop_sleep")
-JOB_ONLY = ("train_cmd", "parallelism", "completions")
+JOB_ONLY = (
+    "train_cmd",
+    "parallelism",
+    "completions",
+    "workers",
+    "worker_port",
+    "checkpoint_claim",
+    "max_restarts",
+)
+WORKERS_ONLY = ("worker_port", "checkpoint_claim", "max_restarts")  # meaningless without --workers
 DEFAULTS = {
     "serve_cmd": "python serve.py",
     "train_cmd": "python train.py",
@@ -185,6 +232,10 @@ DEFAULTS = {
     "parallelism": "1",
     "completions": "1",
     "prestop_sleep": "5",
+    "workers": "2",
+    "worker_port": "2222",
+    "checkpoint_claim": "train-checkpoints",
+    "max_restarts": "3",
 }
 # an example for each free-text flag, for the control-character refusal
 EXAMPLES = {
@@ -235,6 +286,11 @@ class Flags:
     prestop_sleep: str | None
     pod_monitor: bool
     pod_monitor_label: list[str]
+    workers: str | None
+    jobset: bool
+    worker_port: str | None
+    checkpoint_claim: str | None
+    max_restarts: str | None
     cpu: str
     memory: str
     uid: str | None
@@ -291,7 +347,11 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         serve = _serve(flags, metrics)
         outputs.append(("deployment.yaml", render_workload("deployment", serve, common)))
     if flags.kind in ("all", "job"):
-        outputs.append(("job.yaml", render_workload("job", _train(flags), common)))
+        train = _train(flags, contract.env)
+        if train.workers is None:
+            outputs.append(("job.yaml", render_workload("job", train, common)))
+        else:
+            outputs.extend(render_workers(train, common))
     if monitor is not None:
         outputs.append(("podmonitor.yaml", render_pod_monitor(monitor)))
     if slices is not None:
@@ -439,12 +499,37 @@ def _serve(flags: Flags, metrics: int) -> Workload:
     )
 
 
-def _train(flags: Flags) -> Workload:
+def _train(flags: Flags, env: list[tuple[str, str]]) -> Workload:
+    args = _command("--train-cmd", flags.value("train_cmd"))
+    if flags.workers is None:
+        for name in ("jobset", *WORKERS_ONLY):
+            if getattr(flags, name):
+                flag = "--" + name.replace("_", "-")
+                raise UsageError(
+                    f"{flag} shapes a multi-worker Job, which only --workers renders: "
+                    f"example: --workers 2 {flag}"
+                    + ("" if name == "jobset" else f" {shlex.quote(DEFAULTS[name])}")
+                )
+        return Workload(
+            f"{flags.name}-train",
+            args,
+            parallelism=whole_number(
+                "--parallelism", flags.value("parallelism"), "2", high=MAX_INT32
+            ),
+            completions=whole_number(
+                "--completions", flags.value("completions"), "1", high=MAX_INT32
+            ),
+        )
+    from tfgpu_kit import k8s_workers  # only for --workers
+
+    workers = k8s_workers.workers(flags, env)
     return Workload(
         f"{flags.name}-train",
-        _command("--train-cmd", flags.value("train_cmd")),
-        parallelism=whole_number("--parallelism", flags.value("parallelism"), "2", high=MAX_INT32),
-        completions=whole_number("--completions", flags.value("completions"), "1", high=MAX_INT32),
+        args,
+        parallelism=workers.count,
+        completions=workers.count,
+        backoff_limit=0 if workers.jobset else workers.backoff_limit,
+        workers=workers,
     )
 
 

@@ -107,6 +107,31 @@ def _workload_arguments(run: Group) -> None:
     run.add_argument("--replicas", metavar="N", help="Deployment replicas (default 1)")
     run.add_argument("--parallelism", metavar="N", help="Job pods at once (default 1)")
     run.add_argument("--completions", metavar="N", help="Job completions (default 1)")
+    run.add_argument(
+        "--workers",
+        metavar="N",
+        help="Job: N workers training one model with MultiWorkerMirroredStrategy: an Indexed "
+        "Job and its headless Service; each pod's runtime builds TF_CONFIG, tf.keras is tf-keras",
+    )
+    run.add_argument(
+        "--jobset",
+        action="store_true",
+        help="with --workers: a JobSet (jobset.x-k8s.io/v1alpha2) with gang restart instead",
+    )
+    run.add_argument(
+        "--worker-port", metavar="PORT", help="with --workers: the workers' port (default 2222)"
+    )
+    run.add_argument(
+        "--max-restarts",
+        metavar="N",
+        help="with --workers: restarts of the whole group before it fails (default 3)",
+    )
+    run.add_argument(
+        "--checkpoint-claim",
+        metavar="PVC",
+        help=f"with --workers: a PersistentVolumeClaim mounted at {k8s.CHECKPOINT_PATH} in "
+        "every worker, for tf.keras.callbacks.BackupAndRestore",
+    )
 
 
 def _gpu_arguments(gpu: Group) -> None:

@@ -201,7 +201,7 @@ def read(
     manifests: Iterable[Mapping[str, Any]], *, source: str, cluster: Cluster
 ) -> list[Workload]:
     workloads: list[Workload] = []
-    for doc in manifests:
+    for doc in _jobset_jobs(source, manifests):
         found = _pod_template(source, doc)
         if found is None:
             continue
@@ -244,6 +244,8 @@ def read(
                 workload.unresolved.append(unresolved_replicas)
             if kind == "DaemonSet":
                 workload.notes.append("a DaemonSet runs one pod per node; counted once per node")
+            if _indexed(doc):
+                _worker_index(workload, replicas, cluster)
             processes = annotations.get(PROCESSES_ANNOTATION, "1")
             if is_ascii_number(processes) and len(processes) <= 10 and int(processes) <= MAX_COUNT:
                 workload.processes = int(processes)
@@ -256,6 +258,64 @@ def read(
                 )
             workloads.append(workload)
     return workloads
+
+
+def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A JobSet (jobset.x-k8s.io) read as its Jobs: each replicatedJob's Job template, its
+    `replicas` Jobs' pods running at once (kubernetes-sigs/jobset creates `replicas` Jobs of it)."""
+    out: list[Mapping[str, Any]] = []
+    for doc in manifests:
+        if doc["kind"] != "JobSet":
+            out.append(doc)
+            continue
+        meta = mapping(source, "JobSet metadata", doc.get("metadata"), "metadata: {name: x}")
+        name = _name(source, "JobSet", meta)
+        spec = mapping(source, "JobSet spec", doc.get("spec"), "spec: {replicatedJobs: […]}")
+        example = "replicatedJobs: [{name: worker, replicas: 1, template: {spec: …}}]"
+        for item in sequence(source, "JobSet replicatedJobs", spec.get("replicatedJobs"), example):
+            job = mapping(source, "JobSet replicatedJobs[]", item, example)
+            job_name = text(source, "JobSet replicatedJobs[].name", job.get("name"), example)
+            template = mapping(
+                source, "JobSet replicatedJobs[].template", job.get("template"), "{}"
+            )
+            job_spec = dict(mapping(source, "JobSet Job spec", template.get("spec"), "{}"))
+            copies, _ = _count("replicas", job.get("replicas", 1))
+            parallelism, _ = _count("parallelism", job_spec.get("parallelism", 1))
+            job_spec["parallelism"] = copies * parallelism
+            if isinstance(job_spec.get("completions"), int):
+                job_spec["completions"] = copies * job_spec["completions"]
+            out.append(
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {**meta, "name": f"{name}-{job_name}"},
+                    "spec": job_spec,
+                }
+            )
+    return out
+
+
+def _indexed(doc: Mapping[str, Any]) -> bool:
+    spec = doc.get("spec")
+    if doc["kind"] == "CronJob" and isinstance(spec, Mapping):
+        template = spec.get("jobTemplate")
+        spec = template.get("spec") if isinstance(template, Mapping) else None
+    return (
+        doc["kind"] in ("Job", "CronJob")
+        and isinstance(spec, Mapping)
+        and spec.get("completionMode") == "Indexed"
+    )
+
+
+def _worker_index(workload: Workload, pods: int, cluster: Cluster) -> None:
+    """An Indexed Job: Kubernetes sets JOB_COMPLETION_INDEX in each pod, which the runtime reads
+    (TF_GPU_WORKERS, tfgpu.tf_config); the last index is the one that can be out of range."""
+    workload.env.setdefault("JOB_COMPLETION_INDEX", str(max(pods - 1, 0)))
+    cluster.notes.append(
+        f"{shown(workload.who)}: an Indexed Job of {pods} pod(s) (multi-worker training when "
+        "TF_GPU_WORKERS is set): each pod is budgeted as any pod, with its own caps, on the "
+        "GPUs its nvidia.com/gpu limit gives it; pods share a node only where its GPUs allow"
+    )
 
 
 def _strings(source: str, where: str, raw: object) -> dict[str, str]:

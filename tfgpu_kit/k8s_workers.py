@@ -1,0 +1,97 @@
+"""`build.py k8s --workers N`: the flags of a multi-worker training Job checked, and the variables
+each worker gets (tfgpu.tf_config builds TF_CONFIG from them in the pod).
+
+The host names are Kubernetes' own: an Indexed Job's pod `<job>-<index>` under the headless
+Service named by the pod's `subdomain` resolves as `<job>-<index>.<service>` (kubernetes.io,
+"Job with Pod-to-Pod Communication"); a JobSet's pod as
+`<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>`, the subdomain defaulting to the
+JobSet's name (kubernetes-sigs/jobset 08dfbdfd682714a9ab929633eca8dc95315187e7,
+pkg/util/placement/placement.go GenJobName and pkg/controllers/jobset_controller.go GetSubdomain).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from tfgpu import tf_config
+from tfgpu.errors import ConfigError
+from tfgpu.settings import parse_environment
+
+from tfgpu_kit import name_rules
+from tfgpu_kit.errors import UsageError
+from tfgpu_kit.flag_values import whole_number
+
+if TYPE_CHECKING:
+    from tfgpu_kit.k8s import Flags, Workers
+
+MAX_WORKERS = 1000  # far above any one collective's size; a typo beyond it
+# What --workers sets in each pod; given again with --env, the pod would hold two values.
+OWNED = (*tf_config.VARIABLES, tf_config.TF_CONFIG, tf_config.LEGACY_KERAS)
+
+
+def hosts_pattern(name: str, jobset: bool) -> str:
+    """TF_GPU_WORKER_HOSTS: each worker's DNS name, `{index}` for the pod's index."""
+    job = f"{name}-train"
+    if jobset:  # one replicatedJob with one replica: job index 0
+        return f"{job}-{_jobset_job()}-0-{tf_config.PLACEHOLDER}.{job}"
+    return f"{job}-{tf_config.PLACEHOLDER}.{job}"
+
+
+def _jobset_job() -> str:
+    from tfgpu_kit.k8s import JOBSET_JOB
+
+    return JOBSET_JOB
+
+
+def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
+    from tfgpu_kit.k8s import Workers
+
+    for flag, value in (("--parallelism", flags.parallelism), ("--completions", flags.completions)):
+        if value is not None:
+            raise UsageError(
+                f"{flag} {value!r} and --workers {flags.workers!r}: --workers N sets both to N "
+                "(every worker runs at once, each once); accepted: one of them; example: "
+                f"--workers {flags.workers}"
+            )
+    assert flags.workers is not None
+    count = whole_number("--workers", flags.workers, "2", high=MAX_WORKERS)
+    port = whole_number("--worker-port", flags.value("worker_port"), "2222", high=65535)
+    restarts = whole_number("--max-restarts", flags.value("max_restarts"), "3", low=0, high=100)
+    claim = flags.checkpoint_claim
+    if claim is not None:
+        name_rules.dns_label("--checkpoint-claim", claim, "train-checkpoints")
+    given = dict(env)
+    for name in OWNED:
+        if name in given:
+            raise UsageError(
+                f"--env {name}={given[name]!r} and --workers {count}: --workers sets {name} in "
+                f"each worker; accepted: one of them; example: --workers {count}"
+            )
+    if str(port) == given.get("TF_GPU_METRICS_PORT"):
+        raise UsageError(
+            f"--worker-port {port} is also the metrics port: accepted: two different ports; "
+            "example: --worker-port 2222 --metrics-port 9401"
+        )
+    pattern = hosts_pattern(flags.name, flags.jobset)
+    longest = pattern.split(".")[0].replace(tf_config.PLACEHOLDER, str(count - 1))
+    if len(longest) > 63:  # a pod's hostname is one DNS label
+        raise UsageError(
+            f"--name {flags.name!r} is too long for {count} workers: the last worker's host name "
+            f"{longest!r} is over 63 characters; example: --name train"
+        )
+    own = [
+        (tf_config.WORKERS, str(count)),
+        (tf_config.HOSTS, pattern),
+        (tf_config.PORT, str(port)),
+        # Keras 2 (tf-keras): Keras 3's model.fit fails under MultiWorkerMirroredStrategy
+        (tf_config.LEGACY_KERAS, "1"),
+    ]
+    # the last worker's environment, as the runtime will check it in the pod
+    try:
+        parse_environment({**given, **dict(own), tf_config.JOB_INDEX: str(count - 1)})
+    except ConfigError as error:  # the kit's own values: only a contradiction with --env
+        raise UsageError(f"{error} (with --workers {shlex.quote(str(count))})") from None
+    return Workers(
+        count, port, jobset=flags.jobset, max_restarts=restarts, checkpoint_claim=claim, env=own
+    )
