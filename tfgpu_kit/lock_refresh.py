@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tfgpu_kit import baselock, catalog, context, wheellock
 from tfgpu_kit import spec as specs
+from tfgpu_kit.errors import EXIT_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +103,42 @@ def lock_bases(spec: specs.Spec) -> tuple[Path, list[str]]:
     path = baselock.write(new)
     log.info("wrote %s: %d bases, %d unreadable", path, len(refs), len(failed))
     return path, failed
+
+
+def check(spec: specs.Spec) -> int:
+    """--check: log each entry a lock lacks; EXIT_FAILED when any."""
+    found = completeness(spec)
+    for problem in found.missing:
+        log.error("%s", problem)
+    if found.unknown_digests:
+        log.warning(
+            "%s: %d base digests unknown (null); refresh with `build.py lock --bases` where the"
+            " registry answers",
+            baselock.LOCK_NAME,
+            found.unknown_digests,
+        )
+    if found.missing:
+        return EXIT_FAILED
+    if found.unknown_digests:
+        # every entry is there, but not every digest is known: say which part is complete
+        log.info(
+            "locks complete: CUDA wheels, image wheels; bases: every base has an entry, %d with "
+            "an unknown digest (those images are labelled without a base digest)",
+            found.unknown_digests,
+        )
+    else:
+        log.info("locks complete: CUDA wheels, image wheels, bases (every digest known)")
+    return 0
+
+
+def run(spec: specs.Spec, *, check_only: bool, bases: bool) -> int:
+    """`build.py lock`: --check, --bases, or the two wheel locks; prints each lock it writes."""
+    if check_only:
+        return check(spec)
+    if bases:
+        path, failed = lock_bases(spec)
+        print(path)
+        return EXIT_FAILED if failed else 0
+    print(lock_cuda(spec))
+    print(lock_image_wheels(spec))
+    return 0

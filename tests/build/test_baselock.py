@@ -11,7 +11,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from tfgpu_kit import baselock, catalog, spec
+from tfgpu_kit import baselock, catalog, lock_refresh, spec
 from tfgpu_kit.errors import SpecError
 
 SPEC = spec.load()
@@ -132,14 +132,12 @@ def test_lock_check_names_what_a_lock_lacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """`build.py lock --check` (CI): exit 0 with the committed locks, 1 naming a missing base."""
-    from tfgpu_kit.commands import lock as lock_command
-
-    assert lock_command.check(SPEC) == 0
+    assert lock_refresh.check(SPEC) == 0
     trimmed = _lock()
     del trimmed.bases[REF]
     baselock.write(trimmed, tmp_path)
     monkeypatch.setattr(baselock, "IMAGES_DIR", tmp_path)
-    assert lock_command.check(SPEC) == 1
+    assert lock_refresh.check(SPEC) == 1
     assert f"bases.lock.yaml: {REF} has no entry (run `build.py lock --bases`)" in caplog.text
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from tfgpu_kit import cli, lock_refresh
 from tfgpu_kit import spec as specs
-from tfgpu_kit.commands import lock
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -96,7 +95,8 @@ def test_lock_check_says_what_is_complete_and_what_is_unknown(
     found = lock_refresh.Completeness([], 20)
     monkeypatch.setattr(lock_refresh, "completeness", lambda spec: found)
     with caplog.at_level(logging.INFO):
-        assert lock.check(specs.load()) == 0  # unknown digests warn; exit 0 (README, --help)
+        # unknown digests warn; exit 0 (README, --help)
+        assert lock_refresh.check(specs.load()) == 0
     text = caplog.text
     assert "20 base digests unknown" in text
     assert "locks complete: CUDA wheels, image wheels; bases: every base has an entry, 20 with" in (
@@ -110,7 +110,7 @@ def test_lock_check_all_known(
 ) -> None:
     monkeypatch.setattr(lock_refresh, "completeness", lambda spec: lock_refresh.Completeness([], 0))
     with caplog.at_level(logging.INFO):
-        assert lock.check(specs.load()) == 0
+        assert lock_refresh.check(specs.load()) == 0
     assert "bases (every digest known)" in caplog.text
     assert "unknown" not in caplog.text
 
@@ -120,7 +120,7 @@ def test_lock_check_missing_entry_fails(
 ) -> None:
     missing = lock_refresh.Completeness(["bases.lock.yaml: x has no entry"], 0)
     monkeypatch.setattr(lock_refresh, "completeness", lambda spec: missing)
-    assert lock.check(specs.load()) == 1
+    assert lock_refresh.check(specs.load()) == 1
     assert "locks complete" not in caplog.text
 
 

@@ -11,12 +11,10 @@ Three locks under images/, each read by the build:
 from __future__ import annotations
 
 import argparse
-import logging
 
-from tfgpu_kit import baselock, lock_refresh
+from tfgpu_kit import lock_refresh
 from tfgpu_kit import spec as specs
 from tfgpu_kit.commands import Command
-from tfgpu_kit.errors import EXIT_FAILED
 
 NAME = "lock"
 HELP = "lock the images' wheels (CUDA wheels, extras, pip) and, with --bases, the bases' digests"
@@ -30,8 +28,6 @@ of each official base and write images/bases.lock.yaml. With --check, fetch noth
 naming each entry a lock lacks, else 0 (base digests the registry did not give, null in
 bases.lock.yaml, are a warning with their count, not a failure: the lock may be refreshed only
 where the registry answers)."""
-
-log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,43 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check(spec: specs.Spec) -> int:
-    """--check: log each entry a lock lacks; EXIT_FAILED when any."""
-    found = lock_refresh.completeness(spec)
-    for problem in found.missing:
-        log.error("%s", problem)
-    if found.unknown_digests:
-        log.warning(
-            "%s: %d base digests unknown (null); refresh with `build.py lock --bases` where the"
-            " registry answers",
-            baselock.LOCK_NAME,
-            found.unknown_digests,
-        )
-    if found.missing:
-        return EXIT_FAILED
-    if found.unknown_digests:
-        # every entry is there, but not every digest is known: say which part is complete
-        log.info(
-            "locks complete: CUDA wheels, image wheels; bases: every base has an entry, %d with "
-            "an unknown digest (those images are labelled without a base digest)",
-            found.unknown_digests,
-        )
-    else:
-        log.info("locks complete: CUDA wheels, image wheels, bases (every digest known)")
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
-    spec = specs.load()
-    if args.check:
-        return check(spec)
-    if args.bases:
-        path, failed = lock_refresh.lock_bases(spec)
-        print(path)
-        return EXIT_FAILED if failed else 0
-    print(lock_refresh.lock_cuda(spec))
-    print(lock_refresh.lock_image_wheels(spec))
-    return 0
+    return lock_refresh.run(specs.load(), check_only=args.check, bases=args.bases)
 
 
 COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
