@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
-from tfgpu_kit import catalog, image_builds, l4t_builds, name_rules, selectors
-from tfgpu_kit import spec as specs
+from tfgpu_kit import build_request
 from tfgpu_kit.commands import Command
-from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
 
@@ -22,8 +19,6 @@ can run arm64, else declined with the reason and exit 1).
 Tags: REPO:2.21.0-gpu, REPO:2.21-gpu, REPO:latest-gpu (newest only), REPO:2.21.0-gpu-py311-cu125.
 The base is used as it is when it exists locally (never pulled then); --base-registry replaces the
 registry part of FROM (a mirror, or the test stand-ins)."""
-
-log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,53 +55,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for flag, value in (("--registry", args.registry), ("--base-registry", args.base_registry)):
-        catalog.check_registry(flag, value)
-        name_rules.registry_port(flag, value)
-    spec = specs.load()
-    # images/l4t.yaml's Jetson images (`l4t`, or a name or tag of one): arm64, built where the
-    # engine can run arm64, else declined with the reason (tfgpu_kit/l4t_builds.py)
-    jetson, args.selectors = l4t_builds.split(args.selectors)
-    if jetson and args.selectors:
-        raise UsageError("build the L4T (arm64) images in a call of their own: build.py build l4t")
-    options = image_builds.BuildOptions(
+    request = build_request.BuildRequest(
+        selectors=args.selectors,
+        dry_run=args.dry_run,
+        push=args.push,
         registry=args.registry,
         base_registry=args.base_registry,
-        push=args.push,
+        driver=args.driver,
+        force=args.force,
         no_cache=args.no_cache,
-        contexts=args.contexts,
         verify=args.verify,
-        as_json=args.json,
+        contexts=args.contexts,
+        cuda_source=args.cuda_source,
+        json=args.json,
     )
-    if jetson:
-        if args.driver is not None or args.verify or args.cuda_source:
-            raise UsageError(
-                "--driver, --verify and --cuda-source apply to images.yaml's images, not to the"
-                " L4T (Jetson) ones",
-                hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
-            )
-        return l4t_builds.run(spec, jetson, options, dry=args.dry_run)
-    # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
-    # must not pull every base there is. `all` selects everything.
-    override = CudaSource(args.cuda_source) if args.cuda_source else None
-    images = selectors.select(
-        catalog.images(spec, cuda_source=override), args.selectors, default=("latest",)
-    )
-    # before anything is fetched or built: a base whose Python the runtime does not support
-    # would only fail at pip install, deep in the Docker build
-    specs.check_base_python(spec, {image.tensorflow for image in images})
-    if args.driver is not None:
-        refused = image_builds.refuse_for_driver(spec, images, args.driver, args.force)
-        if refused:
-            log.error(
-                "refusing to build %s (driver %s cannot run them); --force builds them anyway",
-                ", ".join(i.name for i in refused),
-                args.driver,
-            )
-            return EXIT_FAILED
-    if args.dry_run:
-        return image_builds.dry_run(images, options)
-    return image_builds.build_images(spec, images, options)
+    return build_request.build(request)
 
 
 COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
