@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import os
 import re
@@ -14,6 +16,7 @@ import yaml
 
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli import COMMANDS
+from tfgpu_kit.commands import Command
 
 COMMAND_NAMES = [command.name for command in COMMANDS]
 
@@ -228,3 +231,24 @@ def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
     assert data["target"]["2_20_0-gpu"]["args"]["TFGPU_BASE_DIGEST"] == "unknown"
     mirror = baselock.BaseDigests(lock, images, base_registry="mirror.local")
     assert mirror.digest(images[0], []) is None
+
+
+RUN_MAX_LINES = 16  # issue 17: run() parses nothing itself and makes one call into the package
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_every_command_is_thin(command: Command) -> None:
+    """A command module holds its arguments and a short run(); what the command does lives in
+    the package (driver_report, matrix_table, fleet_budget.planner, …), where tests reach it."""
+    module = sys.modules[command.run.__module__]
+    run_lines = inspect.getsource(command.run).splitlines()
+    assert len(run_lines) <= RUN_MAX_LINES, f"{module.__name__}.run: {len(run_lines)} lines"
+    tree = ast.parse(inspect.getsource(module))
+    helpers = [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+        and node.name not in ("run", "add_arguments")
+        and not node.name.endswith("_arguments")
+    ]
+    assert helpers == [], f"{module.__name__}: move {helpers} into the package"
