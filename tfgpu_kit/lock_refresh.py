@@ -96,6 +96,8 @@ def lock_image_wheels(spec: specs.Spec) -> Path:
 def lock_bases(spec: specs.Spec) -> tuple[Path, list[str]]:
     """Ask the registry for each official base's digest and write bases.lock.yaml; returns the
     path and the references the registry did not answer for."""
+    # Imported here: tfgpu_kit.cli imports this module for `lock`, and the Docker SDK adds 45-90 ms
+    # to every command's start (python -X importtime); only --bases needs it.
     from tfgpu_kit import dockerbuild
 
     refs = baselock.refs(catalog.images(spec))
