@@ -1,4 +1,5 @@
-"""`python -m tests.standin build [cuda|gpu-2.21.0|gpu-2.17.0|jupyter …] [--force]`."""
+"""`python -m tests.standin build [NAME …] [--force]`: NAME is cuda, gpu-2.21.0, gpu-2.17.0,
+jupyter (CUDA 12.3), cuda11, gpu-2.14.0, gpu-2.15.0 (CUDA 11.8); default: all."""
 
 from __future__ import annotations
 
