@@ -13,6 +13,7 @@ import pytest
 from tests.containers.tracked import TrackedContainer
 from tests.kit_images import OLDER, VERSION, build_py
 from tests.standin import REGISTRY, gpu_tag
+from tfgpu_kit import spec as specs
 
 pytestmark = pytest.mark.docker
 
@@ -21,7 +22,8 @@ BASES = {
     "gpu-jupyter": f"{REGISTRY}/tensorflow/tensorflow:{VERSION}-gpu-jupyter",
     "older": gpu_tag(OLDER),
 }
-KIT_BYTES = 1 << 20  # the kit's own layers add at most 1 MiB to the base
+# the kit's own layers add at most the variant's budget to the base (images/images.yaml)
+KIT_BYTES = int(specs.load().images.variants["gpu"].max_added_mib * (1 << 20))
 SITE = "/usr/local/lib/python3.11/dist-packages"
 
 
