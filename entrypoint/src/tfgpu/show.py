@@ -25,7 +25,14 @@ def show(
         if as_json:
             import json
 
-            doc = {"ok": False, "enabled": True, "settings": {}, "warnings": [], "error": str(e)}
+            doc = {
+                "ok": False,
+                "enabled": True,
+                "settings": {},
+                "warnings": [],
+                "error": str(e),
+                "recovery": None,
+            }
             out.write(json.dumps(doc) + "\n")
         sys.stderr.write(f"tfgpu: error: {e}\n")
         return e.exit_code
