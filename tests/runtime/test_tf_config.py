@@ -9,11 +9,12 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfgpu import tf_config
+from tfgpu import peer_lost, tf_config
 from tfgpu.errors import ConfigError
 from tfgpu.settings import DERIVED, parse_environment
 from tfgpu.show import show
@@ -246,3 +247,33 @@ def test_show_says_which_keras() -> None:
     out = io.StringIO()
     assert show(environ={}, out=out) == 0
     assert "TF_USE_LEGACY_KERAS=1 for tf-keras" in out.getvalue()
+
+
+def test_run_warns_when_tf_keras_is_asked_for_but_missing(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "run", "--", "sh", "-c", "echo ran"],
+        env=_env(TF_USE_LEGACY_KERAS="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ran"
+    assert "TF_USE_LEGACY_KERAS asks for tf-keras (Keras 2), which is not installed" in r.stderr
+
+
+def test_peer_lost_line_names_the_lost_task() -> None:
+    class UnavailableError(Exception):  # as tensorflow.errors names it
+        pass
+
+    error = UnavailableError(
+        "Collective ops is aborted by: Error reported from /job:worker/task:1: The following "
+        "tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\nThe "
+        "tasks have crashed."
+    )
+    assert peer_lost.is_peer_lost(UnavailableError, error)
+    assert not peer_lost.is_peer_lost(ValueError, ValueError("unhealthy"))
+    line = peer_lost.message(error)
+    assert line.startswith(
+        "tfgpu: error: this multi-worker group lost the peer /job:worker/replica:0/task:1"
+    )
+    assert "BackupAndRestore" in line

@@ -55,6 +55,15 @@ def prepare(environ: Mapping[str, str]) -> Dict[str, str]:
     # processes reports them as derived rather than as the user's own environment.
     added = sorted(name for name in pf.plan.env if name not in env)
     env.update(pf.plan.env)
+    if settings.legacy_keras:
+        import importlib.util  # only with TF_USE_LEGACY_KERAS on
+
+        if importlib.util.find_spec("tf_keras") is None:
+            _say(
+                "warning: TF_USE_LEGACY_KERAS asks for tf-keras (Keras 2), which is not installed: "
+                "tf.keras will fail to load; pip install tf-keras==X.Y.* (this TensorFlow's "
+                "minor) in the image, or unset TF_USE_LEGACY_KERAS for Keras 3"
+            )
     cluster = settings.tf_config
     if cluster is not None:
         if not settings.quiet:
