@@ -56,6 +56,10 @@ def survivor_exit(client: docker.DockerClient, image: str) -> float:
         took = time.monotonic() - t0
         if code == 0:
             raise SystemExit("the survivor exited 0 after its peer was killed")
+        said = [
+            line for line in survivor.logs().splitlines() if "lost " in line and "tfgpu" in line
+        ]
+        print(f"  survivor exit {code} after {took:.1f} s: {said[-1] if said else '(no kit line)'}")
     return took
 
 

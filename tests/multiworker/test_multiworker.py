@@ -31,7 +31,7 @@ from tests.multiworker.group import Group, Rendered, describe, group, render, ru
 
 pytestmark = pytest.mark.docker
 
-SURVIVOR_BOUND_S = 60.0  # measured: 13-15 s (TensorFlow's heartbeat timeout and abort)
+SURVIVOR_BOUND_S = 60.0  # measured: 0.1-14 s (a reset connection, or the heartbeat timeout)
 GROUP_TIMEOUT_S = 240.0
 CAPS = ["--mem-limit", "2GiB", "--env", "TF_CPU_VIRTUAL_DEVICES=2"]
 
@@ -122,9 +122,12 @@ def test_a_lost_worker_stops_the_group_which_resumes_from_its_backup(
     logs = survivor.logs()
     assert code != 0, logs
     assert took < SURVIVOR_BOUND_S
-    assert (
-        "tfgpu: error: this multi-worker group lost the peer /job:worker/replica:0/task:1" in logs
-    ), logs[-3000:]
+    # TensorFlow names the peer when its heartbeats stopped; when the collective in flight
+    # breaks first (the peer's connection reset: the benchmark saw 0.1 s once) it cannot
+    lost = "tfgpu: error: this multi-worker group lost "
+    assert lost + "the peer /job:worker/replica:0/task:1" in logs or lost + "a peer" in logs, logs[
+        -3000:
+    ]
     last_begun = max(int(text) for text, _ in survivor.marks("epoch"))
     print(f"survivor exited {code} {took:.1f}s after its peer was killed (epoch {last_begun})")
     workers_group.remove(first)
