@@ -277,3 +277,27 @@ def test_peer_lost_line_names_the_lost_task() -> None:
         "tfgpu: error: this multi-worker group lost the peer /job:worker/replica:0/task:1"
     )
     assert "BackupAndRestore" in line
+
+
+def test_the_hook_sets_the_built_tf_config_and_keeps_the_users(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """configure_tensorflow (the hook, after `import tensorflow`): a built TF_CONFIG goes into the
+    process environment, where the strategy reads it; a user's is left as it is; and the
+    lost-peer line is installed as sys.excepthook."""
+    from tfgpu.apply import configure_tensorflow
+
+    from tests.runtime.standins import standin_tf
+
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored after the test
+    out: dict[str, str] = {}
+    err = io.StringIO()
+    environ = {**BASE, "JOB_COMPLETION_INDEX": "0"}
+    configure_tensorflow(standin_tf(gpus=0), environ, env_out=out, stderr=err)
+    assert json.loads(out["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
+    assert "tfgpu: cluster: worker 0 of 3" in err.getvalue()
+    assert sys.excepthook.__module__ == "tfgpu.peer_lost"
+    mine = '{"cluster":{"worker":["x:1"]},"task":{"type":"worker","index":0}}'
+    out = {"TF_CONFIG": mine}
+    configure_tensorflow(standin_tf(gpus=0), {"TF_CONFIG": mine}, env_out=out, stderr=err)
+    assert out["TF_CONFIG"] == mine
