@@ -301,3 +301,12 @@ def test_the_hook_sets_the_built_tf_config_and_keeps_the_users(
     out = {"TF_CONFIG": mine}
     configure_tensorflow(standin_tf(gpus=0), {"TF_CONFIG": mine}, env_out=out, stderr=err)
     assert out["TF_CONFIG"] == mine
+
+
+def test_show_json_has_one_shape_ok_or_not() -> None:
+    good, bad = io.StringIO(), io.StringIO()
+    assert show(as_json=True, environ={**BASE, "JOB_COMPLETION_INDEX": "0"}, out=good) == 0
+    assert show(as_json=True, environ={**BASE, "JOB_COMPLETION_INDEX": "9"}, out=bad) == 78
+    ok, error = json.loads(good.getvalue()), json.loads(bad.getvalue())
+    assert set(ok) == set(error)
+    assert ok["cluster"].startswith("worker 0 of 3") and error["cluster"] is None

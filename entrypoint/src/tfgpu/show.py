@@ -32,6 +32,8 @@ def show(
                 "warnings": [],
                 "error": str(e),
                 "recovery": None,
+                "cluster": None,
+                "keras": None,
             }
             out.write(json.dumps(doc) + "\n")
         sys.stderr.write(f"tfgpu: error: {e}\n")
