@@ -23,6 +23,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
+from tfgpu.settings import parse_environment
 
 from tests import cpu_allocator
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
@@ -113,6 +114,17 @@ def test_every_service_runs_as_a_non_root_user() -> None:
         assert uid.isdigit() and gid.isdigit(), (name, user)
         assert int(uid) != 0 and int(gid) != 0, (name, user)
     assert cpu_only(compose, project_dir=ROOT)["services"]["text-model"]["user"] == "1000:1000"
+
+
+def test_one_model_shows_recovery_with_a_bounded_restart_policy() -> None:
+    """compose.yaml's text model: the recovery rule ends a process stuck at its cap (exit 75)
+    and Docker restarts it, a bounded number of times (no endless loop); the rule is one the
+    runtime accepts."""
+    service = yaml.safe_load(COMPOSE_FILE.read_text())["services"]["text-model"]
+    policy, _, retries = service["restart"].partition(":")
+    assert policy == "on-failure" and 1 <= int(retries) <= 5
+    rule = parse_environment(service["environment"]).recovery
+    assert rule is not None and rule.action == "exit"
 
 
 def test_plan_fits_one_notebook_kernel_not_two(tmp_path: Path) -> None:
