@@ -17,6 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.memory_bound import memory_bound
 from tests.scale.podmonitor_schema import validate_pod_monitor
 from tfgpu_kit import cli, k8s
 from tfgpu_kit.errors import UsageError
@@ -154,7 +155,8 @@ def test_any_value_is_refused_cleanly_or_keeps_the_shape(flag: str) -> None:
     @given(value=_values(flag, BENIGN[flag]))
     def check(value: str) -> None:
         start = time.monotonic()
-        result = _render(flag, value)
+        with memory_bound():  # at most 1 GiB more per example, or MemoryError fails the test
+            result = _render(flag, value)
         assert time.monotonic() - start < MAX_SECONDS
         if isinstance(result, UsageError):
             counts["refused"] += 1

@@ -30,6 +30,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.memory_bound import memory_bound
 from tfgpu_kit import cli, nvml
 
 HOST = ["0", "1"]  # --gpu-count 2
@@ -545,7 +546,7 @@ def captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
 
 def plan(path: Path) -> tuple[int, str, str]:
     started = time.monotonic()
-    with captured() as (out, err):
+    with captured() as (out, err), memory_bound():  # at most 1 GiB more, or MemoryError fails
         code = cli.main(["plan", str(path), "--gpu-memory", "16GiB", "--gpu-count", "2", "--json"])
     assert time.monotonic() - started < 5, "plan took too long"
     return code, out.getvalue(), err.getvalue()
