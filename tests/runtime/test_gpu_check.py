@@ -190,7 +190,11 @@ def test_show_json_has_the_same_keys_on_error() -> None:
     code, ok = show_json({})
     bad_code, bad = show_json({"TF_GPU_MEM_LIMIT": "lots"})
     assert (code, bad_code) == (0, 78)
-    assert set(bad) == set(ok) == {"ok", "enabled", "settings", "warnings", "error"}
+    assert (
+        set(bad)
+        == set(ok)
+        == {"ok", "enabled", "settings", "warnings", "error", "recovery", "cluster", "keras"}
+    )
     assert bad["ok"] is False and bad["warnings"] == [] and "TF_GPU_MEM_LIMIT" in bad["error"]
 
 
