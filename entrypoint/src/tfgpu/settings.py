@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import re
 
-from tfgpu import is_disabled, tf_config
+from tfgpu import is_disabled, recovery_rule, tf_config
 from tfgpu.errors import ConfigError
-from tfgpu.recovery_rule import ACTION as RECOVER_ACTION
-from tfgpu.recovery_rule import AFTER as RECOVER_AFTER
-from tfgpu.recovery_rule import DEFAULT_AFTER_S, format_duration, parse_rule
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
@@ -45,9 +42,7 @@ KIT_VARIABLES = (
     "TF_GPU_QUIET",
     "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
     "TF_GPU_METRICS_ADDR",  # the address it listens on
-    "TF_GPU_RECOVER_AT",  # the recovery rule (tfgpu.recovery_rule)
-    "TF_GPU_RECOVER_AFTER",
-    "TF_GPU_RECOVER_ACTION",
+    *recovery_rule.VARIABLES,  # the recovery rule (tfgpu.recovery_rule)
     *tf_config.VARIABLES,  # multi-worker training (tfgpu.tf_config)
 )
 NATIVE_VARIABLES = (
@@ -378,10 +373,11 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
     _parse_allocator(s, get)
     _parse_rest(s, get)
     capped = s.mem_limit is not None or s.virtual_devices is not None
-    s.recovery = parse_rule(get, capped=capped, metrics_port=s.metrics_port)
+    s.recovery = recovery_rule.parse_rule(get, capped=capped, metrics_port=s.metrics_port)
     if s.recovery is not None:  # `tfgpu show` lists the rule's defaults as defaults
-        s.sources.setdefault(RECOVER_AFTER, Setting(format_duration(DEFAULT_AFTER_S), KIT_DEFAULT))
-        s.sources.setdefault(RECOVER_ACTION, Setting("report", KIT_DEFAULT))
+        after = recovery_rule.format_duration(recovery_rule.DEFAULT_AFTER_S)
+        s.sources.setdefault(recovery_rule.AFTER, Setting(after, KIT_DEFAULT))
+        s.sources.setdefault(recovery_rule.ACTION, Setting("report", KIT_DEFAULT))
     _parse_cluster(s, environ, get)
     return s
 
