@@ -190,11 +190,14 @@ class GpuHost:
         image: str,
         command: Sequence[str],
         env: dict[str, str] | None = None,
+        *,
+        run_options: dict[str, Any] | None = None,
         **card_options: Any,
     ) -> tuple[Any, Path | None]:
-        """Start a container in the background; (container, its log directory in fake mode)."""
+        """Start a container in the background; (container, its log directory in fake mode).
+        `run_options` go to docker-py's run as they are (e.g. a restart_policy)."""
         log_dir = None if self.real else self._log_dir()
-        options = self.options(env, log_dir=log_dir, **card_options)
+        options = {**self.options(env, log_dir=log_dir, **card_options), **(run_options or {})}
         container = self.client.containers.run(image, list(command), detach=True, **options)
         self._containers.append(container)
         return container, log_dir

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from tests.gpu.harness import MIB, PROBE_MOUNT, GpuHost
@@ -51,18 +50,16 @@ def _wait(container: Any, done: Any, seconds: float, what: str) -> float:
     raise AssertionError(f"{what} not within {seconds:.0f} s:\n{container.logs().decode()[-4000:]}")
 
 
-def _run(
-    host: GpuHost, client: docker.DockerClient, image: str, args: list[str]
-) -> tuple[Any, Path]:
+def _run(host: GpuHost, image: str, args: list[str]) -> tuple[Any, Path]:
     """The probe in a kit container with the rule and Docker's `on-failure:3` restart policy;
     (container, the fake driver's log folder, shared by its restarts)."""
-    log_dir = host._log_dir()
-    options = host.options(RULE, log_dir=log_dir)
-    options["restart_policy"] = {"Name": "on-failure", "MaximumRetryCount": 3}
-    container = client.containers.run(
-        image, ["python", f"{PROBE_MOUNT}/probe.py", *args], detach=True, **options
+    container, log_dir = host.start(
+        image,
+        ["python", f"{PROBE_MOUNT}/probe.py", *args],
+        RULE,
+        run_options={"restart_policy": {"Name": "on-failure", "MaximumRetryCount": 3}},
     )
-    host._containers.append(container)  # removed with the others at the end
+    assert log_dir is not None  # the fake driver's log: these tests run on the fake GPU
     return container, log_dir
 
 
@@ -79,9 +76,9 @@ def _reached_share(log_dir: Path, share: float) -> float:
 
 
 def test_a_process_stuck_at_its_cap_is_restarted_and_counted(
-    gpu_host: GpuHost, image: str, docker_client: docker.DockerClient, figures: dict[str, Any]
+    gpu_host: GpuHost, image: str, figures: dict[str, Any]
 ) -> None:
-    container, log_dir = _run(gpu_host, docker_client, image, ["recover", "16", "600"])
+    container, log_dir = _run(gpu_host, image, ["recover", "16", "600"])
     _wait(container, lambda c: _probes(c), 180, "the probe starting to fill its cap")
     assert _probes(container)[0]["phase"] == "filling"
     _wait(container, lambda c: c.attrs["RestartCount"] >= 1, 180, "a restart")
@@ -121,10 +118,8 @@ def test_a_process_stuck_at_its_cap_is_restarted_and_counted(
     )
 
 
-def test_a_process_that_only_peaks_at_its_cap_is_left_alone(
-    gpu_host: GpuHost, image: str, docker_client: docker.DockerClient
-) -> None:
-    container, _ = _run(gpu_host, docker_client, image, ["peak", "16", "60", "600"])
+def test_a_process_that_only_peaks_at_its_cap_is_left_alone(gpu_host: GpuHost, image: str) -> None:
+    container, _ = _run(gpu_host, image, ["peak", "16", "60", "600"])
     _wait(container, lambda c: _probes(c), 180, "the probe's peak")
     [result] = _probes(container)
     assert result["phase"] == "let-go" and result["peak"]["current"] >= 0.9 * CAP_MIB * MIB
