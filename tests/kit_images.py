@@ -101,6 +101,15 @@ def _kit_build(*args: str) -> None:
         f"build.py build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     )
     _progress(f"build.py build {' '.join(args)}: {time.monotonic() - t0:.0f}s")
+    # A rebuilt image leaves its predecessor untagged: with the CUDA wheels that is ~3 GB per
+    # image, and the next builds of the session (the CUDA 11.8 images) ran out of disk. Drop the
+    # dangling ones now; the builds of this session are sequential, so none is half-built.
+    client = docker.from_env()
+    try:
+        freed = client.images.prune(filters={"dangling": True}).get("SpaceReclaimed") or 0
+    finally:
+        client.close()
+    _progress(f"dropped the images this build replaced: {freed / 2**30:.1f} GiB")
 
 
 @pytest.fixture(scope="session")
