@@ -68,6 +68,11 @@ class Image:
         assert self.req.gap is not None  # every offered version has a base in bases.yaml
         return self.req.gap
 
+    @property
+    def tf_keras(self) -> str | None:
+        """`tf-keras==X.Y.Z` the image carries (TensorFlow 2.16+: tf.keras is Keras 3), or None."""
+        return self.req.tf_keras
+
     def composite_tag(self, python: str | None = None) -> str:
         """`2.21.0-gpu-py311-cu125` (AWS DLC style): Python and the CUDA major+minor of the
         libraries TensorFlow loads in the image (the base's, or the wheels it adds)."""

@@ -53,6 +53,7 @@ class Requirements:
     build_cudnn: Version
     require_cuda: str  # the image's NVIDIA_REQUIRE_CUDA
     gap: cudagap.Gap | None = None  # None for a version whose base bases.yaml does not describe
+    tf_keras: str | None = None  # the locked tf-keras pin its images carry (matrix.yaml tf_keras)
 
 
 def nvidia_require_cuda(cuda: Version, floor: Version, base_require: str | None = None) -> str:
@@ -96,6 +97,7 @@ def requirements(spec: Spec, tf: str, *, override: CudaSource | None = None) -> 
         build_cudnn=build_cudnn,
         require_cuda=nvidia_require_cuda(cuda, floor, base_require),
         gap=gap,
+        tf_keras=build.tf_keras,
     )
 
 

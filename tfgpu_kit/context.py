@@ -100,12 +100,15 @@ def target_args(python: str) -> list[str]:
     ]
 
 
-def fetch(packages: list[str], python: str) -> Path:
-    """Fill the wheel cache with `packages` (and their dependencies) for the target Python:
-    offline from the cache when it has them, else from the index. Returns the cache directory."""
+def fetch(packages: list[str], python: str, *, deps: bool = True) -> Path:
+    """Fill the wheel cache with `packages` (and their dependencies, unless `deps` is False) for
+    the target Python: offline from the cache when it has them, else from the index. Returns the
+    cache directory."""
     cache = cache_dir() / f"py{python}"
     cache.mkdir(parents=True, exist_ok=True)
     into_cache = [*target_args(python), "--dest", str(cache), "--quiet"]
+    if not deps:
+        into_cache.append("--no-deps")
     try:
         _pip(
             ["download", "--no-index", "--find-links", str(cache), *into_cache, *packages],
@@ -145,11 +148,12 @@ def pin_of(wheel: Path) -> str:
     return f"{_normalized(match['name'])}=={match['version']}"
 
 
-def download(packages: list[str], python: str, dest: Path) -> None:
-    """Wheels of `packages` (and their dependencies) for the target Python, via the cache."""
+def download(packages: list[str], python: str, dest: Path, *, deps: bool = True) -> None:
+    """Wheels of `packages` (and their dependencies, unless `deps` is False) for the target
+    Python, via the cache."""
     if not packages:
         return
-    cache = fetch(packages, python)
+    cache = fetch(packages, python, deps=deps)
     # Copy what the (now offline-satisfiable) resolution needs: resolve again into dest from the
     # cache.
     _pip(
@@ -162,6 +166,7 @@ def download(packages: list[str], python: str, dest: Path) -> None:
             "--dest",
             str(dest),
             "--quiet",
+            *([] if deps else ["--no-deps"]),
             *packages,
         ],
         f"copying {', '.join(packages)} from the wheel cache",
@@ -209,10 +214,16 @@ class Context:
     requirements: list[str]
     # the NVIDIA CUDA wheels of the image (cudagap: its base lacks what TensorFlow needs), unpacked
     cuda_wheels_bytes: int = 0
+    # tf-keras (matrix.yaml tf_keras), unpacked: like the CUDA wheels, locked bytes the image adds
+    tf_keras_bytes: int = 0
 
     @property
     def cuda_wheels_mib(self) -> float:
         return self.cuda_wheels_bytes / 2**20
+
+    @property
+    def tf_keras_mib(self) -> float:
+        return self.tf_keras_bytes / 2**20
 
 
 class CudaWheels(Protocol):
@@ -231,6 +242,8 @@ class ContextImage(Protocol):
     def pip(self) -> Sequence[str]: ...
     @property
     def gap(self) -> CudaWheels: ...
+    @property
+    def tf_keras(self) -> str | None: ...
 
 
 def assemble(
@@ -261,6 +274,10 @@ def assemble(
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
     cuda_wheels = list(image.gap.wheels)
     download([*locked.wheels, *cuda_wheels], python, wheels)
+    # tf-keras's one dependency is TensorFlow, which the base has: fetched alone, so that the
+    # context does not carry a second TensorFlow (pip then finds it installed in the base)
+    tf_keras = [image.tf_keras] if image.tf_keras else []
+    download(tf_keras, python, wheels, deps=False)
     for pin, entry in locked.wheels.items():
         wheellock.verify_file(pin, entry, wheel_for(pin, wheels))
     pip_dir = dest / "pip-download"
@@ -271,28 +288,29 @@ def assemble(
     shutil.rmtree(pip_dir)
     requirements = pins(wheels)
     runtime_pin = pin_of(runtime_wheel)
-    known = {*locked.wheels, *cuda_wheels, runtime_pin}
+    known = {*locked.wheels, *cuda_wheels, *tf_keras, runtime_pin}
     if unlocked := [p for p in requirements if _normalized_pin(p) not in known]:
         raise SpecError(
             f"{image.name}: its context holds wheels no lock names: {', '.join(unlocked)}",
             hint="a locked package gained a dependency: run `build.py lock`",
         )
-    # the CUDA wheels must be the locked bytes; their size is the image's extra budget
-    cuda_bytes = 0
-    for pin in cuda_wheels:
-        wheel = wheel_for(pin, wheels)
-        wheellock.verify(lock, pin, wheel)
-        cuda_bytes += lock.wheels[pin].unpacked_bytes
+    # the CUDA wheels and tf-keras must be the locked bytes; their size is the image's extra budget
+    for pin in [*cuda_wheels, *tf_keras]:
+        wheellock.verify(lock, pin, wheel_for(pin, wheels))
+    cuda_bytes = sum(lock.wheels[pin].unpacked_bytes for pin in cuda_wheels)
+    keras_bytes = sum(lock.wheels[pin].unpacked_bytes for pin in tf_keras)
     # Every line carries the wheel's sha256 and the image's pip step runs with --require-hashes,
     # so a wheel changed in the context after this check (a kept --contexts folder, bake's
     # .tfgpu-contexts) is refused at build time (issue 22). The locked wheels' hashes are the
     # locks' (verified above); the runtime wheel, built here, is hashed now.
     hashes = {_normalized_pin(pin): entry.sha256 for pin, entry in locked.wheels.items()}
-    hashes.update({_normalized_pin(pin): lock.wheels[pin].sha256 for pin in cuda_wheels})
+    hashes.update(
+        {_normalized_pin(pin): lock.wheels[pin].sha256 for pin in [*cuda_wheels, *tf_keras]}
+    )
     hashes[_normalized_pin(runtime_pin)] = wheellock.sha256(wheels / runtime_wheel.name)
     lines = [f"{pin} --hash=sha256:{hashes[_normalized_pin(pin)]}" for pin in requirements]
     (wheels / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return Context(dest, requirements, cuda_bytes)
+    return Context(dest, requirements, cuda_bytes, keras_bytes)
 
 
 def _normalized_pin(pin: str) -> str:

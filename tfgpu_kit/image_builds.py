@@ -130,10 +130,11 @@ def iter_contexts(
     from tfgpu_kit import render
 
     lock = wheellock.load()
-    if missing := [pin for image in images for pin in image.gap.wheels if pin not in lock.wheels]:
+    pins = [pin for image in images for pin in (*image.gap.wheels, image.tf_keras) if pin]
+    if missing := [pin for pin in pins if pin not in lock.wheels]:
         raise SpecError(
             f"{wheellock.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
-            hint="run `build.py lock` after changing and_cuda in images/matrix.yaml",
+            hint="run `build.py lock` after changing and_cuda or tf_keras in images/matrix.yaml",
         )
     root.mkdir(parents=True, exist_ok=True)
     wheel = context.build_runtime_wheel(root / ".runtime-wheel")
@@ -203,12 +204,13 @@ class Built:
     added: int | None
     seconds: float
     cuda_wheels_mib: float = 0.0  # unpacked size of the NVIDIA wheels the image adds
+    tf_keras_mib: float = 0.0  # unpacked size of tf-keras (TensorFlow 2.16+)
 
     @property
     def budget_mib(self) -> float:
         """What the image may add to its base: the variant's budget for the kit's own layers,
-        plus the NVIDIA wheels' unpacked size when it adds them."""
-        return self.image.variant.max_added_mib + self.cuda_wheels_mib
+        plus the locked wheels' unpacked size (NVIDIA's CUDA wheels, tf-keras) when it adds them."""
+        return self.image.variant.max_added_mib + self.cuda_wheels_mib + self.tf_keras_mib
 
 
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
@@ -352,7 +354,9 @@ def _build_one(
     if options.push:
         for ref in tags:
             dockerbuild.push(client, ref)
-    return Built(image, image_id, tags, size, added, timer.seconds, ctx.cuda_wheels_mib)
+    return Built(
+        image, image_id, tags, size, added, timer.seconds, ctx.cuda_wheels_mib, ctx.tf_keras_mib
+    )
 
 
 def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:

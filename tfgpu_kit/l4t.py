@@ -101,6 +101,11 @@ class L4TImage:
         return self.entry.python
 
     @property
+    def tf_keras(self) -> None:
+        """No tf-keras: the JetPack TensorFlow releases here are 2.11, whose tf.keras is Keras 2."""
+        return None
+
+    @property
     def base_python(self) -> str:  # context.assemble's name for it
         return self.entry.python
 

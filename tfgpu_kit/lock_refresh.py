@@ -48,7 +48,8 @@ def completeness(spec: specs.Spec) -> Completeness:
 
 
 def lock_cuda(spec: specs.Spec) -> Path:
-    """Download every and_cuda pin (into the wheel cache) and write cuda-wheels.lock.yaml."""
+    """Download every and_cuda and tf_keras pin (into the wheel cache) and write
+    cuda-wheels.lock.yaml."""
     current = wheellock.load()
     entries: dict[str, wheellock.LockedWheel] = {}
     builds = [build for build in spec.matrix.tensorflow.values() if build.and_cuda]
@@ -62,6 +63,12 @@ def lock_cuda(spec: specs.Spec) -> Path:
         for pin in todo:
             wheel = context.wheel_for(pin, cache)
             entries[pin] = wheellock.describe(wheel, context.unpacked_bytes(wheel))
+    keras = sorted({build.tf_keras for build in spec.matrix.tensorflow.values() if build.tf_keras})
+    for pin in keras:  # one at a time: pip refuses two versions of a package in one call
+        log.info("fetching %s (without TensorFlow, its one dependency)", pin)
+        cache = context.fetch([pin], PYTHON, deps=False)
+        wheel = context.wheel_for(pin, cache)
+        entries[pin] = wheellock.describe(wheel, context.unpacked_bytes(wheel))
     path = wheellock.write(wheellock.Lock(wheels=entries))
     changed = {pin for pin, entry in entries.items() if current.wheels.get(pin) != entry}
     log.info("wrote %s: %d wheels, %d new or changed", path, len(entries), len(changed))

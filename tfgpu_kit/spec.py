@@ -172,6 +172,11 @@ class TensorFlowBuild(_Strict):
     # the NVIDIA wheels of TensorFlow's own `[and-cuda]` extra, pinned (`name==version`): what an
     # image adds when its base lacks the CUDA/cuDNN this TensorFlow needs (tfgpu_kit/cudagap.py)
     and_cuda: list[PinnedWheel] = []
+    # Keras 2 for a TensorFlow whose tf.keras is Keras 3 (2.16+): TensorFlow's own `tf-keras` of the
+    # same minor, which TF_USE_LEGACY_KERAS=1 selects. Every image of this version carries it (Keras
+    # 3's model.fit fails under MultiWorkerMirroredStrategy, keras-team/keras#20585); None where
+    # tf.keras is Keras 2 already.
+    tf_keras: PinnedWheel | None = None
     # later patch releases of this minor on PyPI: `check --tf 2.14.1` answers for this entry's
     # build and says so (their own build configuration is not recorded)
     patches: list[VersionText] = []
@@ -216,6 +221,14 @@ class Matrix(_Strict):
                     f"tensorflow.{tf}.cuda: CUDA major {major} has no entry under `cuda_majors:`"
                 )
             entry = Version.parse(tf)
+            if build.tf_keras is not None:
+                name, _, version = build.tf_keras.partition("==")
+                if name != "tf-keras" or Version.parse(version).major_minor != entry.major_minor:
+                    raise ValueError(
+                        f"tensorflow.{tf}.tf_keras: {build.tf_keras} is not tf-keras of "
+                        f"{entry.major_minor} (its Requires-Dist pins TensorFlow's minor); "
+                        f'example: tf_keras: "tf-keras=={entry.major_minor}.0"'
+                    )
             for patch in build.patches:
                 release = Version.parse(patch)
                 if release.major_minor != entry.major_minor or release <= entry:

@@ -90,6 +90,7 @@ def expected_labels(req: compat_rules.Requirements, variant: str) -> dict[str, s
         "io.tfgpu.cudnn": str(req.cudnn),
         "io.tfgpu.cuda.source": req.gap.source.value,
         "io.tfgpu.cuda.wheels": " ".join(req.gap.wheels),
+        "io.tfgpu.tf-keras": req.tf_keras or "",
         "io.tfgpu.tensorflow.cuda": str(req.build_cuda),
         "io.tfgpu.tensorflow.cudnn": str(req.build_cudnn),
         "io.tfgpu.driver.min": str(req.driver_min),

@@ -90,13 +90,18 @@ IMAGES = catalog.images(SPEC)
 EXTRAS = ["nvidia-ml-py", "prometheus-client"]
 
 
-def _image(*, version_pip: tuple[str, ...] = (), cuda: bool = False) -> catalog.Image:
-    """2.21.0-gpu (Python 3.11), with the base's CUDA unless `cuda` (then the [and-cuda] wheels)."""
+def _image(
+    *, version_pip: tuple[str, ...] = (), cuda: bool = False, tf_keras: bool = False
+) -> catalog.Image:
+    """2.21.0-gpu (Python 3.11), with the base's CUDA unless `cuda` (then the [and-cuda] wheels),
+    without its tf-keras unless `tf_keras`."""
     image = next(i for i in IMAGES if i.name == "2.21.0-gpu")
+    req = image.req
     if not cuda:
         req = compat_rules.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
-        image = dataclasses.replace(image, req=req)
-    return dataclasses.replace(image, version_pip=version_pip)
+    if not tf_keras:
+        req = dataclasses.replace(req, tf_keras=None)
+    return dataclasses.replace(image, req=req, version_pip=version_pip)
 
 
 def _wheel_name(pin: str) -> str:
@@ -111,11 +116,18 @@ class FakeIndex:
     def __init__(self, extra: tuple[str, ...] = ()) -> None:
         self.extra = extra
         self.fetched: list[tuple[list[str], str]] = []
+        self.without_deps: list[list[str]] = []  # the calls with deps=False
 
-    def __call__(self, packages: list[str], python: str, dest: Path) -> None:
-        self.fetched.append((list(packages), python))
+    def __call__(self, packages: list[str], python: str, dest: Path, *, deps: bool = True) -> None:
+        if not packages:  # as context.download: nothing to fetch, no pip run
+            return
+        if deps:
+            self.fetched.append((list(packages), python))
+        else:
+            self.without_deps.append(list(packages))
         dest.mkdir(parents=True, exist_ok=True)
-        for pin in [*packages, *(self.extra if packages[0] != "pip==25.3" else ())]:
+        came_along = self.extra if deps and packages[0] != "pip==25.3" else ()
+        for pin in [*packages, *came_along]:
             (dest / _wheel_name(pin)).write_bytes(pin.encode())
 
 
@@ -249,6 +261,39 @@ def test_context_holds_the_locked_cuda_wheels(
     tampered[first] = entries[first].model_copy(update={"sha256": "0" * 64})
     with pytest.raises(SpecError, match=f"{re.escape(first)}: .* is not the locked wheel"):
         _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=tampered))
+
+
+def test_tf_keras_comes_alone_and_locked(
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tf-keras (TensorFlow 2.16+) is fetched without its one dependency, TensorFlow (the base
+    has it; a second copy would be 600 MB in the context), checked against the lock, pinned by
+    hash in requirements.txt, and its unpacked size counts in the image's budget."""
+    image = _image(tf_keras=True)
+    assert image.tf_keras == "tf-keras==2.21.0"
+    # a dependency that would come along with deps: it must not (FakeIndex adds it only then)
+    index = FakeIndex(extra=("tensorflow==2.21.0",))
+    monkeypatch.setattr(context, "download", index)
+    file = tmp_path / _wheel_name(image.tf_keras)
+    file.write_bytes(image.tf_keras.encode())
+    lock = wheellock.Lock(wheels={image.tf_keras: wheellock.describe(file, 6_400_512)})
+    images_lock = _image_lock(EXTRAS, LOCKED[:2])
+    with pytest.raises(SpecError, match=r"holds wheels no lock names: tensorflow==2\.21\.0"):
+        _assemble(image, tmp_path, runtime, images_lock, lock)  # the extras' call brings it
+    index = FakeIndex()
+    monkeypatch.setattr(context, "download", index)
+    ctx = _assemble(image, tmp_path, runtime, images_lock, lock)
+    assert index.without_deps == [["tf-keras==2.21.0"]]
+    assert "tf-keras==2.21.0" in ctx.requirements
+    assert ctx.tf_keras_bytes == 6_400_512 and ctx.cuda_wheels_bytes == 0
+    lines = (ctx.path / "wheels" / "requirements.txt").read_text().splitlines()
+    digest = hashlib.sha256(b"tf-keras==2.21.0").hexdigest()
+    assert f"tf-keras==2.21.0 --hash=sha256:{digest}" in lines
+    tampered = {image.tf_keras: lock.wheels[image.tf_keras].model_copy(update={"sha256": "0" * 64})}
+    with pytest.raises(SpecError, match=r"tf-keras==2\.21\.0: .* is not the locked wheel"):
+        _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=tampered))
+    with pytest.raises(SpecError, match=r"no entry for tf-keras==2\.21\.0"):
+        _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock())
 
 
 def test_the_committed_image_lock_covers_every_image() -> None:
