@@ -8,8 +8,6 @@ build side from images/matrix.yaml), not from a table here.
 
 from __future__ import annotations
 
-import re
-
 from tfgpu.problems import ERROR, WARNING, Problem
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
@@ -20,7 +18,8 @@ if TYPE_CHECKING:
 
 # NVML brand of data-centre GPUs (NVML_BRAND_TESLA); names as a fallback for old NVML.
 _BRAND_TESLA = 2
-_DATACENTRE_NAME = re.compile(
+# A pattern, not compiled: `re` is imported only when the driver is too old (is_datacentre).
+_DATACENTRE_NAME = (
     r"\b(Tesla|A100|A30|A40|A10G?|A16|A2|H100|H200|H800|H20|B100|B200|GH200|L4|L40S?|T4|V100)\b"
 )
 # Driver branches that still get cuda-compat packages, and the CUDA versions they reach: a copy of
@@ -31,14 +30,33 @@ _FORWARD_COMPAT = {535: ((12, 3), (13, 99)), 570: ((12, 9), (13, 99)), 580: ((13
 
 
 def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    r"""The leading version of `text` (`535.104.05` of "535.104.05 (beta)"), read as the regular
+    expression `\s*(\d+(?:\.\d+)*)` would (tests/runtime/test_run_startup.py holds it to that),
+    by hand: every `tfgpu run` on a GPU reads the driver's, and importing `re` with enum costs
+    about 4 ms of start-up."""
     if not text:
         return None
-    m = re.match(r"\s*(\d+(?:\.\d+)*)", text)
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+    rest = text.lstrip()  # str.isspace, as `\s`
+    parts: List[int] = []
+    while True:
+        end = 0
+        while end < len(rest) and rest[end].isdecimal():  # `\d`: Unicode category Nd
+            end += 1
+        if end == 0:
+            break
+        parts.append(int(rest[:end]))
+        if rest[end : end + 1] != "." or not rest[end + 1 : end + 2].isdecimal():
+            break
+        rest = rest[end + 1 :]
+    return tuple(parts) if parts else None
 
 
 def is_datacentre(gpu: Gpu) -> bool:
-    return gpu.brand == _BRAND_TESLA or bool(_DATACENTRE_NAME.search(gpu.name))
+    if gpu.brand == _BRAND_TESLA:
+        return True
+    import re  # only when the driver is too old (check_driver): not on every start (~4 ms)
+
+    return bool(re.search(_DATACENTRE_NAME, gpu.name))
 
 
 def forward_compat_possible(driver: Tuple[int, ...], cuda: Optional[Tuple[int, ...]]) -> bool:

@@ -13,14 +13,16 @@ Grammar (documented in docs/runtime.md):
 
 from __future__ import annotations
 
-import re
-
-from tfgpu import is_disabled, recovery_rule, tf_config
+# No `re` here (`tfgpu run` start-up: with enum, functools and collections it is about 4-5 ms of
+# the entrypoint's ~8, measured with benchmarks/bench_runtime.py): the grammar is parsed by hand.
+# tfgpu.recovery_rule and tfgpu.tf_config import `re`, so they are imported only when one of
+# their variables is set (_wants_recovery, _wants_cluster) or when their names are asked for.
+from tfgpu import is_disabled
 from tfgpu.errors import ConfigError
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
-    from typing import Callable, Dict, List, Mapping, Optional
+    from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
     from tfgpu.recovery_rule import RecoveryRule
     from tfgpu.tf_config import TfConfig
@@ -31,7 +33,7 @@ IMAGE_DEFAULT = "image default"
 KIT_DEFAULT = "kit default"
 DERIVED = "derived"
 
-KIT_VARIABLES = (
+_OWN_KIT_VARIABLES = (
     "TF_GPU_CONFIG",
     "TF_GPU_MEM_LIMIT",
     "TF_GPU_MEMORY_GROWTH",
@@ -42,23 +44,43 @@ KIT_VARIABLES = (
     "TF_GPU_QUIET",
     "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
     "TF_GPU_METRICS_ADDR",  # the address it listens on
-    *recovery_rule.VARIABLES,  # the recovery rule (tfgpu.recovery_rule)
-    *tf_config.VARIABLES,  # multi-worker training (tfgpu.tf_config)
 )
-NATIVE_VARIABLES = (
-    "TF_FORCE_GPU_ALLOW_GROWTH",
-    "TF_GPU_ALLOCATOR",
-    "CUDA_VISIBLE_DEVICES",
-    tf_config.TF_CONFIG,
-    tf_config.LEGACY_KERAS,
-)
+_OWN_NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
+
+
+def __getattr__(name: str) -> Tuple[str, ...]:
+    """KIT_VARIABLES (the contract's own variables) and NATIVE_VARIABLES (TensorFlow's and CUDA's
+    that the kit reads), built on first use (PEP 562): they name the variables of
+    tfgpu.recovery_rule and tfgpu.tf_config, which `tfgpu run` does not import unless one is set
+    (module comment). Any other name is looked up here too (the import system asks for
+    `__path__`), so it raises before importing anything."""
+    if name not in ("KIT_VARIABLES", "NATIVE_VARIABLES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tfgpu import recovery_rule, tf_config
+
+    if name == "KIT_VARIABLES":
+        # the recovery rule (tfgpu.recovery_rule), multi-worker training (tfgpu.tf_config)
+        return (*_OWN_KIT_VARIABLES, *recovery_rule.VARIABLES, *tf_config.VARIABLES)
+    return (*_OWN_NATIVE_VARIABLES, tf_config.TF_CONFIG, tf_config.LEGACY_KERAS)
+
+
+# Which variables make parse_environment import those two modules: a superset of their names,
+# held to them by tests/runtime/test_run_startup.py (a name missed here would go unchecked).
+RECOVERY_PREFIX = "TF_GPU_RECOVER"  # tfgpu.recovery_rule.VARIABLES
+CLUSTER_PREFIX = "TF_GPU_WORKER"  # tfgpu.tf_config.VARIABLES
+CLUSTER_NAMES = ("TF_CONFIG", "TF_USE_LEGACY_KERAS")  # tf_config.TF_CONFIG, .LEGACY_KERAS
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 BOOL_ACCEPTED = "true/false, 1/0, yes/no, on/off (any case)"
 
-# re.ASCII: `\d` would also match other scripts' digits ("٣"), which CUDA and TensorFlow do not.
-_AMOUNT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(%|mib|gib|m|g|mb|gb)?\s*", re.IGNORECASE | re.ASCII)
+# An amount is, as the regular expression `\s*(\d+(?:\.\d+)?)\s*(%|mib|gib|m|g|mb|gb)?\s*` with
+# re.ASCII | re.IGNORECASE would read it (tests/runtime/test_run_startup.py holds _split_amount to
+# exactly that): ASCII digits only, since `\d` would also match other scripts' digits ("٣"),
+# which CUDA and TensorFlow do not.
+_ASCII_SPACE = " \t\n\r\f\v"
+_DIGITS = "0123456789"
+_UNITS = ("%", "mib", "gib", "m", "g", "mb", "gb")
 AMOUNT_ACCEPTED = (
     "a size in MiB (4096), with a unit (512MiB, 4GiB, 4g) or a percentage of the GPU (40%)"
 )
@@ -66,7 +88,11 @@ MAX_MIB = 16 * 1024 * 1024  # 16 TiB: anything bigger is a typo, not a GPU
 MAX_CPU_DEVICES = 256
 ALLOCATORS = ("cuda_malloc_async", "cuda_malloc", "memory_guard")
 POLICIES = ("mixed_float16", "mixed_bfloat16")
-_VISIBLE_ENTRY = re.compile(r"(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+)", re.ASCII)
+# A CUDA_VISIBLE_DEVICES entry: `\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9A-Za-z/-]+` (ASCII), by hand (no re).
+_UUID_CHARS = {
+    "GPU-": frozenset(_DIGITS + "abcdefABCDEF-"),
+    "MIG-": frozenset(_DIGITS + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ/-"),
+}
 
 
 class MemAmount:
@@ -174,18 +200,40 @@ def parse_bool(variable: str, value: str) -> bool:
     raise ConfigError(variable, value, BOOL_ACCEPTED, "true")
 
 
+def _digits(text: str, start: int) -> int:
+    """The end of the run of ASCII digits at text[start:]."""
+    end = start
+    while end < len(text) and text[end] in _DIGITS:
+        end += 1
+    return end
+
+
+def _split_amount(text: str) -> Optional[Tuple[str, str]]:
+    """(number, unit as written, "" for none), or None when `text` is not an amount."""
+    text = text.strip(_ASCII_SPACE)
+    end = _digits(text, 0)
+    if end == 0:
+        return None
+    if text[end : end + 1] == "." and _digits(text, end + 1) > end + 1:
+        end = _digits(text, end + 1)
+    unit = text[end:].lstrip(_ASCII_SPACE)
+    if unit and not (unit.isascii() and unit.lower() in _UNITS):
+        return None
+    return text[:end], unit
+
+
 def _amount(variable: str, whole: str, text: str, example: str) -> MemAmount:
-    m = _AMOUNT.fullmatch(text)
-    if not m:
+    parts = _split_amount(text)
+    if parts is None:
         raise ConfigError(variable, whole, AMOUNT_ACCEPTED, example)
-    number, unit = float(m.group(1)), (m.group(2) or "").lower()
+    number, unit = float(parts[0]), parts[1].lower()
     if unit in ("mb", "gb"):
         raise ConfigError(
             variable,
             whole,
             AMOUNT_ACCEPTED,
             example,
-            why=f"'{m.group(2)}' is ambiguous (decimal or binary?); write MiB or GiB",
+            why=f"'{parts[1]}' is ambiguous (decimal or binary?); write MiB or GiB",
         )
     if unit == "%":
         if not 0 < number <= 100:
@@ -293,7 +341,7 @@ def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") ->
         entry = raw.strip()
         if entry == "-1":
             break
-        if not _VISIBLE_ENTRY.fullmatch(entry):
+        if not is_visible_entry(entry):
             why = "use NVIDIA_VISIBLE_DEVICES for 'all'" if entry.lower() == "all" else ""
             raise ConfigError(variable, value, accepted, "0,1", why=why)
         if entry in entries:
@@ -302,12 +350,19 @@ def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") ->
     return entries
 
 
+def is_visible_entry(entry: str) -> bool:
+    """A GPU index (ASCII digits) or a GPU-/MIG- UUID, as CUDA_VISIBLE_DEVICES lists them."""
+    if entry.isascii() and entry.isdigit():
+        return True
+    chars = _UUID_CHARS.get(entry[:4])
+    return chars is not None and len(entry) > 4 and all(c in chars for c in entry[4:])
+
+
 def parse_image_defaults(value: str) -> Dict[str, str]:
     """TFGPU_IMAGE_DEFAULTS: `NAME=VALUE` pairs, separated by spaces or commas."""
     out: Dict[str, str] = {}
-    for item in re.split(r"[\s,]+", value.strip()):
-        if not item:
-            continue
+    # str.split() splits at runs of what `\s` matches (str.isspace), as re.split(r"[\s,]+") did
+    for item in value.replace(",", " ").split():
         name, sep, val = item.partition("=")
         if not sep or not name:
             raise ConfigError(
@@ -372,20 +427,40 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
     _parse_growth(s, environ, get)
     _parse_allocator(s, get)
     _parse_rest(s, get)
+    if _wants(environ, RECOVERY_PREFIX, ()):
+        _parse_recovery(s, get)
+    if _wants(environ, CLUSTER_PREFIX, CLUSTER_NAMES):
+        _parse_cluster(s, environ, get)
+    return s
+
+
+def _wants(environ: Mapping[str, str], prefix: str, names: Tuple[str, ...]) -> bool:
+    """Is a variable set that starts with `prefix` or is one of `names`? Unset, the parser of
+    those variables would find nothing (get() counts empty as unset), so it need not be
+    imported (start-up time: the module comment)."""
+    return any(
+        (name.startswith(prefix) or name in names) and value.strip()
+        for name, value in environ.items()
+    )
+
+
+def _parse_recovery(s: Settings, get: Callable[[str], Optional[str]]) -> None:
+    from tfgpu import recovery_rule  # only when one of its variables is set (module comment)
+
     capped = s.mem_limit is not None or s.virtual_devices is not None
     s.recovery = recovery_rule.parse_rule(get, capped=capped, metrics_port=s.metrics_port)
     if s.recovery is not None:  # `tfgpu show` lists the rule's defaults as defaults
         after = recovery_rule.format_duration(recovery_rule.DEFAULT_AFTER_S)
         s.sources.setdefault(recovery_rule.AFTER, Setting(after, KIT_DEFAULT))
         s.sources.setdefault(recovery_rule.ACTION, Setting("report", KIT_DEFAULT))
-    _parse_cluster(s, environ, get)
-    return s
 
 
 def _parse_cluster(
     s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
 ) -> None:
     """TF_CONFIG (the user's, checked; or built from TF_GPU_WORKERS*) and TF_USE_LEGACY_KERAS."""
+    from tfgpu import tf_config  # only when one of its variables is set (module comment)
+
     v = get(tf_config.LEGACY_KERAS)
     if v is not None:
         s.legacy_keras = tf_config.parse_legacy_keras(v)

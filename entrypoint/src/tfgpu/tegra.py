@@ -20,7 +20,6 @@ a fake Tegra tree. Standard library only, Python 3.8 too (the L4T r35 images run
 from __future__ import annotations
 
 import os
-import re
 
 from tfgpu.nvml import Gpu, NvmlReport
 
@@ -37,9 +36,10 @@ DPKG_STATUS_FILE = "var/lib/dpkg/status"
 UNIFIED_NOTE = "unified memory, shared with the CPU"
 SOURCE = "/proc/meminfo (MemTotal, MemAvailable)"
 
-# `# R35 (release), REVISION: 4.1, GCID: …` -> 35.4.1
-_RELEASE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+)\.(\d+)", re.ASCII)
-_MEMINFO_LINE = re.compile(r"(\w+):\s+(\d+)\s*kB", re.ASCII)
+# `# R35 (release), REVISION: 4.1, GCID: …` -> 35.4.1. Patterns, not compiled: `re` is imported
+# only on a Tegra (preflight imports this module on every `tfgpu run`; see parse_release).
+_RELEASE = r"(?a)#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+)\.(\d+)"
+_MEMINFO_LINE = r"(?a)(\w+):\s+(\d+)\s*kB"
 
 
 def sysroot(environ: Optional[Mapping[str, str]] = None) -> str:
@@ -64,15 +64,20 @@ def is_tegra(root: str) -> bool:
 
 def parse_release(text: str) -> Optional[str]:
     """`35.4.1` from the first line of /etc/nv_tegra_release; None when it is not in that form."""
-    m = _RELEASE.search(text)
+    import re  # only on a Tegra: with enum, about 4 ms of `tfgpu run` start-up elsewhere
+
+    m = re.search(_RELEASE, text)
     return f"{m.group(1)}.{m.group(2)}.{m.group(3)}" if m else None
 
 
 def parse_meminfo(text: str) -> Dict[str, int]:
     """Fields of /proc/meminfo in kB (those given in kB)."""
+    import re  # only on a Tegra (parse_release)
+
     out: Dict[str, int] = {}
+    pattern = re.compile(_MEMINFO_LINE)
     for line in text.splitlines():
-        m = _MEMINFO_LINE.match(line)
+        m = pattern.match(line)
         if m:
             out[m.group(1)] = int(m.group(2))
     return out
