@@ -1,7 +1,9 @@
 """A docker-bake.json of the same matrix, for teams that build with `docker buildx bake`.
 
 Each target's context is a directory that must hold the Dockerfile and wheels/ (build.py bake
---assemble writes them, the same contexts `build.py build` uses)."""
+--assemble writes them, the same contexts `build.py build` uses). An image for another platform (the
+Jetson images: `platforms: ["linux/arm64"]`) is left out of the group `default`: `docker buildx
+bake` alone builds images.yaml's images; `… bake l4t` builds those where the builder can."""
 
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ def bake_file(
     context holds (its io.tfgpu.cuda.wheels-mib label); unknown without --assemble.
     `base_digests`: per image name, its base's digest from images/bases.lock.yaml (the
     base.digest label); an image without one is labelled `unknown`. `base_pin`: the BASE_PIN
-    argument ("" for a mirror's bases: FROM by tag; None: the Dockerfile's own digest)."""
+    argument ("" for a mirror's bases: FROM by tag; None: the Dockerfile's own digest), for the
+    images whose Dockerfile pins its base (not the Jetson ones)."""
     targets: dict[str, Any] = {}
     for image in images:
         args = dict(buildargs)
@@ -42,15 +45,18 @@ def bake_file(
         if image.name in (base_digests or {}):
             args["TFGPU_BASE_DIGEST"] = (base_digests or {})[image.name]
         args["BASE_REGISTRY"] = catalog.base_registry(image.base_registry, base_registry)
-        if base_pin is not None:
+        if base_pin is not None and image.jetson is None:
             args["BASE_PIN"] = base_pin
-        targets[target_name(image.name)] = {
+        target = targets[target_name(image.name)] = {
             "context": str(contexts / image.name),
             "dockerfile": "Dockerfile",
             "tags": image.tags(registry=registry),
             "args": args,
         }
-    groups: dict[str, Any] = {"default": {"targets": list(targets)}}
+        if image.platform:
+            target["platforms"] = [image.platform]
+    native = [target_name(image.name) for image in images if not image.platform]
+    groups: dict[str, Any] = {"default": {"targets": native}}
     for variant in dict.fromkeys(image.variant_name for image in images):
         names = [target_name(i.name) for i in images if i.variant_name == variant]
         groups[variant] = {"targets": names}

@@ -1,5 +1,6 @@
-"""What `build.py bake` does with its flags: a docker-bake.json of the selected images (and the
-Jetson ones of images/l4t.yaml), with the build contexts when asked to assemble them."""
+"""What `build.py bake` does with its flags: a docker-bake.json of the selected images (with no
+selector every image, the Jetson ones of images/l4t.yaml too), with the build contexts when asked
+to assemble them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu_kit import bake, baselock, build_request, catalog, image_builds, l4t_builds, selectors
+from tfgpu_kit import bake, baselock, catalog, image_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import SpecError, UsageError
 
@@ -29,7 +30,7 @@ class BakeRequest:
 
 def write_bake_file(request: BakeRequest) -> int:
     """`build.py bake`: the file on stdout or in --out."""
-    build_request.check_registry_flags(request.registry, request.base_registry)
+    catalog.check_registry_flags(request.registry, request.base_registry)
     if request.out is not None and request.out.is_dir():
         raise UsageError(
             f"--out {str(request.out)!r} is a folder: accepted: a file path; example: "
@@ -37,8 +38,10 @@ def write_bake_file(request: BakeRequest) -> int:
         )
     spec = specs.load()
     # images/l4t.yaml's Jetson images: with `l4t` (or a name or tag of one), or with no selector
-    jetson, wanted = l4t_builds.split(request.selectors or ["all", "l4t"])
-    images = selectors.select(catalog.images(spec), wanted) if wanted else []
+    chosen = selectors.select(
+        catalog.every_image(spec), request.selectors, default=("all", catalog.JETSON)
+    )
+    images = [image for image in chosen if not image.jetson]  # those whose base is locked
     try:
         specs.check_base_python(spec, {image.tensorflow for image in images})
     except SpecError as error:
@@ -48,8 +51,8 @@ def write_bake_file(request: BakeRequest) -> int:
         log.warning("%s\n  (written anyway; building those targets would fail)", error)
     cuda_wheels_mib: dict[str, float] = {}
     if request.assemble:
-        for image, ctx in image_builds.iter_contexts(spec, images, request.contexts):
-            if image.gap.wheels:
+        for image, ctx in image_builds.iter_contexts(spec, chosen, request.contexts):
+            if image.cuda_wheels:
                 cuda_wheels_mib[image.name] = ctx.cuda_wheels_mib
     # the base.digest label: the digest the Dockerfile's FROM pins (the lock's), which the builder
     # resolves itself (None: bake looks at no local base); unknown for a mirror's bases
@@ -58,7 +61,7 @@ def write_bake_file(request: BakeRequest) -> int:
         image.name: digest for image in images if (digest := locked.digest(image, None)) is not None
     }
     data = bake.bake_file(
-        images,
+        chosen,
         contexts=request.contexts,
         registry=request.registry,
         base_registry=request.base_registry,
@@ -66,15 +69,6 @@ def write_bake_file(request: BakeRequest) -> int:
         cuda_wheels_mib=cuda_wheels_mib,
         base_digests=base_digests,
         base_pin=locked.pin(),
-    )
-    l4t_builds.add_to_bake(
-        data,
-        spec,
-        jetson,
-        contexts=request.contexts,
-        registry=request.registry,
-        base_registry=request.base_registry,
-        assemble=request.assemble,
     )
     text = json.dumps(data, indent=2) + "\n"
     if request.out:

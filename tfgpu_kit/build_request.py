@@ -1,5 +1,6 @@
 """What `build.py build` does with its flags: the registries checked, the images selected (the
-Jetson ones of images/l4t.yaml apart), refused for a driver when asked, then built or listed."""
+Jetson ones of images/l4t.yaml in a call of their own), refused for a driver when asked, then built
+or listed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu_kit import catalog, image_builds, l4t_builds, name_rules, selectors
+from tfgpu_kit import catalog, image_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.spec import CudaSource
@@ -33,22 +34,17 @@ class BuildRequest:
     json: bool
 
 
-def check_registry_flags(registry: str | None, base_registry: str | None) -> None:
-    """--registry and --base-registry, each a registry host[:port] (a usage error otherwise)."""
-    for flag, value in (("--registry", registry), ("--base-registry", base_registry)):
-        catalog.check_registry(flag, value)
-        name_rules.registry_port(flag, value)
-
-
 def build(request: BuildRequest) -> int:
     """`build.py build`: EXIT_FAILED when an image is refused for the driver or fails to build."""
-    check_registry_flags(request.registry, request.base_registry)
+    catalog.check_registry_flags(request.registry, request.base_registry)
     spec = specs.load()
-    # images/l4t.yaml's Jetson images (`l4t`, or a name or tag of one): arm64, built where the
-    # engine can run arm64, else declined with the reason (tfgpu_kit/l4t_builds.py)
-    jetson, wanted = l4t_builds.split(request.selectors)
-    if jetson and wanted:
-        raise UsageError("build the L4T (arm64) images in a call of their own: build.py build l4t")
+    # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
+    # must not pull every base there is. `all` selects everything of images.yaml; `l4t` (or a name
+    # or tag of one) the Jetson images, built where the engine can run arm64, else declined.
+    override = CudaSource(request.cuda_source) if request.cuda_source else None
+    images = selectors.select(
+        catalog.every_image(spec, cuda_source=override), request.selectors, default=("latest",)
+    )
     options = image_builds.BuildOptions(
         registry=request.registry,
         base_registry=request.base_registry,
@@ -58,23 +54,18 @@ def build(request: BuildRequest) -> int:
         verify=request.verify,
         as_json=request.json,
     )
-    if jetson:
-        if request.driver is not None or request.verify or request.cuda_source:
-            raise UsageError(
-                "--driver, --verify and --cuda-source apply to images.yaml's images, not to the"
-                " L4T (Jetson) ones",
-                hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
-            )
-        return l4t_builds.run(spec, jetson, options, dry=request.dry_run)
-    # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
-    # must not pull every base there is. `all` selects everything.
-    override = CudaSource(request.cuda_source) if request.cuda_source else None
-    images = selectors.select(
-        catalog.images(spec, cuda_source=override), wanted, default=("latest",)
-    )
+    jetson = [image for image in images if image.jetson]
+    if jetson and len(jetson) < len(images):
+        raise UsageError("build the L4T (arm64) images in a call of their own: build.py build l4t")
+    if jetson and (request.driver is not None or request.verify or request.cuda_source):
+        raise UsageError(
+            "--driver, --verify and --cuda-source apply to images.yaml's images, not to the"
+            " L4T (Jetson) ones",
+            hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
+        )
     # before anything is fetched or built: a base whose Python the runtime does not support
     # would only fail at pip install, deep in the Docker build
-    specs.check_base_python(spec, {image.tensorflow for image in images})
+    specs.check_base_python(spec, {image.tensorflow for image in images if not image.jetson})
     if request.driver is not None:
         refused = image_builds.refuse_for_driver(spec, images, request.driver, request.force)
         if refused:

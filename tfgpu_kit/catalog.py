@@ -1,51 +1,64 @@
-"""The images the spec describes: one per (offered TensorFlow version, variant), with their tags."""
+"""The images the spec describes: one per (offered TensorFlow version, variant) of images.yaml,
+and one per Jetson entry of l4t.yaml, with their tags."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfgpu_kit import compat_rules, cudagap
+from tfgpu_kit import compat_rules, cudagap, name_rules
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, Spec, Variant
+from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, JetsonEntry, Spec, Variant
 from tfgpu_kit.versions import Version
+
+JETSON = "l4t"  # the Jetson images' variant name: `build.py build l4t`, bake's group `l4t`
 
 
 @dataclass(frozen=True)
 class Image:
-    """One image to render and build."""
+    """One image to render and build: images.yaml's (`variant` and `req` set, on an official base,
+    for the engine's own platform) or a Jetson one of l4t.yaml (`jetson` set: an L4T base that
+    brings JetPack's CUDA, for `platform` linux/arm64)."""
 
     tensorflow: str
     variant_name: str
-    variant: Variant
+    variant: Variant | None
     base_registry: str
     base_repository: str
     base_python: str
     repository: str
     newest: bool
-    req: compat_rules.Requirements
+    req: compat_rules.Requirements | None
     # this version's own extra packages (images.yaml versions[N].pip/.apt)
     version_pip: tuple[str, ...] = ()
     version_apt: tuple[str, ...] = ()
     # the newest offered patch of its X.Y: only that one gets the `X.Y-variant` tag
     newest_of_minor: bool = True
+    jetson: JetsonEntry | None = None
+    platform: str | None = None  # None: the engine's own (linux/amd64)
 
     @property
     def pip(self) -> list[str]:
         """Extra pip packages: the variant's, then the version's (a repeated entry once)."""
-        return list(dict.fromkeys([*self.variant.pip, *self.version_pip]))
+        return list(dict.fromkeys([*(self.variant.pip if self.variant else []), *self.version_pip]))
 
     @property
     def apt(self) -> list[str]:
         """Extra apt packages: the variant's, then the version's (a repeated entry once)."""
-        return list(dict.fromkeys([*self.variant.apt, *self.version_apt]))
+        return list(dict.fromkeys([*(self.variant.apt if self.variant else []), *self.version_apt]))
 
     @property
     def name(self) -> str:
-        """`2.21.0-gpu`: the image's id, its dockerfiles/ folder and its first tag."""
+        """`2.21.0-gpu` (`2.11.0-l4t-r35.2.1-arm64`): the image's id, its dockerfiles/ folder
+        (dockerfiles/l4t/ for a Jetson image) and its first tag."""
+        if self.jetson:
+            return f"{self.tensorflow}-{JETSON}-r{self.jetson.l4t}-arm64"
         return f"{self.tensorflow}-{self.variant_name}"
 
     @property
     def base_tag(self) -> str:
+        if self.jetson:
+            return self.jetson.base_tag
+        assert self.variant is not None
         return f"{self.tensorflow}{self.variant.base_suffix}"
 
     @property
@@ -55,7 +68,11 @@ class Image:
 
     @property
     def jupyter(self) -> bool:
-        return self.variant.jupyter is not None
+        return self.variant is not None and self.variant.jupyter is not None
+
+    @property
+    def cmd(self) -> list[str]:
+        return self.jetson.cmd if self.jetson else self.official.variant.cmd
 
     @property
     def short_version(self) -> str:
@@ -63,32 +80,58 @@ class Image:
         return f"{v.major}.{v.minor}"
 
     @property
+    def official(self) -> Official:
+        """The facts of images.yaml's images; an AssertionError for a Jetson image."""
+        assert self.variant is not None and self.req is not None and self.req.gap is not None
+        return Official(self.variant, self.req, self.req.gap)
+
+    @property
     def gap(self) -> cudagap.Gap:
         """Base against TensorFlow: where the CUDA libraries come from (images() sets it)."""
-        assert self.req.gap is not None  # every offered version has a base in bases.yaml
-        return self.req.gap
+        return self.official.gap
+
+    @property
+    def cuda_wheels(self) -> tuple[str, ...]:
+        """The NVIDIA CUDA wheels the image adds (none on a Jetson: JetPack brings its CUDA)."""
+        return self.gap.wheels if self.req else ()
 
     @property
     def tf_keras(self) -> str | None:
-        """`tf-keras==X.Y.Z` the image carries (TensorFlow 2.16+: tf.keras is Keras 3), or None."""
-        return self.req.tf_keras
+        """`tf-keras==X.Y.Z` the image carries (TensorFlow 2.16+: tf.keras is Keras 3), or None
+        (also on a Jetson: JetPack's TensorFlow 2.11 has Keras 2 as tf.keras)."""
+        return self.req.tf_keras if self.req else None
 
     def composite_tag(self, python: str | None = None) -> str:
         """`2.21.0-gpu-py311-cu125` (AWS DLC style): Python and the CUDA major+minor of the
         libraries TensorFlow loads in the image (the base's, or the wheels it adds)."""
         py = Version.parse(python or self.base_python)
-        return f"{self.name}-py{py.major}{py.minor}-cu{self.req.cuda.major}{self.req.cuda.minor}"
+        cuda = self.official.req.cuda
+        return f"{self.name}-py{py.major}{py.minor}-cu{cuda.major}{cuda.minor}"
 
     def tags(self, *, registry: str | None = None, python: str | None = None) -> list[str]:
-        """Full references, `[REGISTRY/]REPO:TAG`, in the order of CONTRACTS.md."""
+        """Full references, `[REGISTRY/]REPO:TAG`, in the order of CONTRACTS.md; a Jetson image's
+        are `2.11.0-l4t-r35.2.1-arm64` and `2.11-l4t-r35-arm64` (any R35.x runs R35 images)."""
+        repo = f"{registry.rstrip('/')}/{self.repository}" if registry else self.repository
+        if self.jetson:
+            major = Version.parse(self.jetson.l4t).major
+            names = [self.name, f"{self.short_version}-{JETSON}-r{major}-arm64"]
+            return [f"{repo}:{name}" for name in names]
         names = [self.name]
         if self.newest_of_minor:
             names.append(f"{self.short_version}-{self.variant_name}")
         if self.newest:
             names.append(f"latest-{self.variant_name}")
         names.append(self.composite_tag(python))
-        repo = f"{registry.rstrip('/')}/{self.repository}" if registry else self.repository
         return [f"{repo}:{name}" for name in names]
+
+
+@dataclass(frozen=True)
+class Official:
+    """What only images.yaml's images have: a variant, and what their TensorFlow needs."""
+
+    variant: Variant
+    req: compat_rules.Requirements
+    gap: cudagap.Gap
 
 
 def base_registry(spec_registry: str, override: str | None) -> str:
@@ -109,6 +152,13 @@ def check_registry(flag: str, value: str | None) -> None:
             "separated by '.', '_', '__' or '-' (Docker's image reference grammar); "
             f"example: {flag} registry.example.com:5000/team"
         )
+
+
+def check_registry_flags(registry: str | None, base_registry: str | None) -> None:
+    """--registry and --base-registry, each a registry host[:port] (a usage error otherwise)."""
+    for flag, value in (("--registry", registry), ("--base-registry", base_registry)):
+        check_registry(flag, value)
+        name_rules.registry_port(flag, value)
 
 
 def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
@@ -144,3 +194,31 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
                 )
             )
     return found
+
+
+def jetson_images(spec: Spec) -> list[Image]:
+    """The Jetson images of images/l4t.yaml, in its order (none without that file)."""
+    if spec.jetson is None:
+        return []
+    found = spec.jetson
+    return [
+        Image(
+            tensorflow=entry.tensorflow,
+            variant_name=JETSON,
+            variant=None,
+            base_registry=found.base.registry,
+            base_repository=found.base.repository,
+            base_python=entry.python,
+            repository=found.repository,
+            newest=False,
+            req=None,
+            jetson=entry,
+            platform=found.platform,
+        )
+        for entry in found.images
+    ]
+
+
+def every_image(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
+    """images() and then jetson_images(): what `render`, `build` and `bake` choose from."""
+    return images(spec, cuda_source=cuda_source) + jetson_images(spec)

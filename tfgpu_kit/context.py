@@ -19,12 +19,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from tfgpu_kit import wheellock
+from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import KitError, SpecError
 from tfgpu_kit.spec import ROOT
 
@@ -226,28 +225,8 @@ class Context:
         return self.tf_keras_bytes / 2**20
 
 
-class CudaWheels(Protocol):
-    @property
-    def wheels(self) -> tuple[str, ...]: ...
-
-
-class ContextImage(Protocol):
-    """What assemble reads of an image: catalog.Image and l4t.L4TImage are both one."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def base_python(self) -> str: ...
-    @property
-    def pip(self) -> Sequence[str]: ...
-    @property
-    def gap(self) -> CudaWheels: ...
-    @property
-    def tf_keras(self) -> str | None: ...
-
-
 def assemble(
-    image: ContextImage,
+    image: Image,
     dockerfile_text: str,
     dest: Path,
     *,
@@ -272,7 +251,7 @@ def assemble(
     wheels.mkdir(parents=True)
     (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
-    cuda_wheels = list(image.gap.wheels)
+    cuda_wheels = list(image.cuda_wheels)
     download([*locked.wheels, *cuda_wheels], python, wheels)
     # tf-keras's one dependency is TensorFlow, which the base has: fetched alone, so that the
     # context does not carry a second TensorFlow (pip then finds it installed in the base)

@@ -1,4 +1,5 @@
-"""Building, tagging and pushing images with the Docker SDK, streaming the build's steps to stderr.
+"""Building, tagging and pushing images with the Docker SDK, streaming the build's steps to stderr,
+and whether the engine can run arm64 build steps (the Jetson images).
 
 A failed step stops with that step's output (DockerError), never a traceback; an unreachable engine
 is a
@@ -7,6 +8,7 @@ DockerError saying so."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +22,11 @@ from tfgpu_kit.errors import DockerError
 from tfgpu_kit.log import stderr
 
 log = logging.getLogger(__name__)
+
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+# the handler names QEMU's own scripts and tonistiigi/binfmt register for aarch64
+BINFMT_AARCH64 = ("qemu-aarch64", "qemu-aarch64-static")
+ARM64_MACHINES = ("aarch64", "arm64")
 
 
 def client() -> Any:
@@ -182,3 +189,50 @@ class Timer:
     @property
     def seconds(self) -> float:
         return time.monotonic() - self.start
+
+
+# --- can this engine build arm64? ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capability:
+    can: bool
+    how: str  # "native", "emulated", or why not
+
+
+def arm64_capability(engine_arch: str | None, binfmt_dir: Path = BINFMT_DIR) -> Capability:
+    """Whether the Docker engine can run arm64 build steps: natively when it runs on arm64 (its
+    `docker info` Architecture), or under QEMU when the kernel has an enabled aarch64 binfmt_misc
+    handler (the build's RUN steps execute arm64 binaries)."""
+    if engine_arch is not None and engine_arch.lower() in ARM64_MACHINES:
+        return Capability(True, "native")
+    for name in BINFMT_AARCH64:
+        handler = binfmt_dir / name
+        try:
+            text = handler.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if text.splitlines()[:1] == ["enabled"]:
+            return Capability(True, f"emulated (binfmt_misc handler {handler})")
+    where = engine_arch or "an unknown architecture"
+    registered = "is not mounted" if not binfmt_dir.is_dir() else "has no enabled qemu-aarch64"
+    return Capability(
+        False,
+        f"the Docker engine runs on {where} and cannot run arm64 build steps: {binfmt_dir}"
+        f" {registered} handler (no QEMU emulation). Build on a Jetson or another arm64 host,"
+        " or register QEMU's handler (e.g. `docker run --privileged --rm tonistiigi/binfmt"
+        " --install arm64`); `build.py bake` writes the target with platforms"
+        ' ["linux/arm64"] for a builder that can',
+    )
+
+
+def engine_arch(c: Any) -> str | None:
+    try:
+        return str(c.info().get("Architecture") or "") or None
+    except Exception as exc:  # the engine answered nothing usable: say so, do not guess
+        log.debug("docker info failed: %s", exc)
+        return None
+
+
+def machine_arch() -> str:
+    return os.uname().machine

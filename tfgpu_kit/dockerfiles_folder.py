@@ -7,7 +7,7 @@ import errno
 import logging
 from pathlib import Path
 
-from tfgpu_kit import catalog, l4t, render
+from tfgpu_kit import catalog, render
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED, UsageError
 
@@ -27,10 +27,9 @@ def render_or_check(out_arg: Path, *, check: bool) -> int:
     if check and not out.is_dir():
         # not N "missing" files: the folder to compare with is not there
         raise FileNotFoundError(errno.ENOENT, "no such directory", str(out_arg))
-    rendered = render.render_all(spec, catalog.images(spec), out)
-    jetson = l4t.render_all(spec.images.user, out / "l4t")  # images/l4t.yaml's, in a folder apart
+    rendered = render.render_all(spec, catalog.every_image(spec), out)
     if check:
-        problems = render.stale(rendered, out) + l4t.stale(jetson, out / "l4t")
+        problems = render.stale(rendered, out)
         for problem in problems:
             print(problem)
         if problems:
@@ -39,10 +38,10 @@ def render_or_check(out_arg: Path, *, check: bool) -> int:
                 len(problems),
             )
             return EXIT_FAILED
-        log.info("%d Dockerfiles up to date", len(rendered) + len(jetson))
+        log.info("%d Dockerfiles up to date", len(rendered))
         return 0
-    written = render.write(rendered) + l4t.write(jetson)
+    written = render.write(rendered)
     for path in written:
         print(path)
-    log.info("%d Dockerfiles rendered, %d changed", len(rendered) + len(jetson), len(written))
+    log.info("%d Dockerfiles rendered, %d changed", len(rendered), len(written))
     return 0

@@ -1,6 +1,10 @@
 """Building the selected images with the Docker SDK: the per-image contexts, the build arguments
 and labels, tags, pushes, and the final table with each image's size budget. `build.py build` is
-the command over it; `bake` shares its contexts and build arguments."""
+the command over it; `bake` shares its contexts and build arguments.
+
+The Jetson images (images/l4t.yaml, linux/arm64) are built where the engine can run arm64 build
+steps (dockerbuild.arm64_capability) and declined, with the reason and EXIT_FAILED, elsewhere; they
+have no size budget, base lock or `verify`."""
 
 from __future__ import annotations
 
@@ -130,7 +134,7 @@ def iter_contexts(
     from tfgpu_kit import render
 
     lock = wheellock.load()
-    pins = [pin for image in images for pin in (*image.gap.wheels, image.tf_keras) if pin]
+    pins = [pin for image in images for pin in (*image.cuda_wheels, image.tf_keras) if pin]
     if missing := [pin for pin in pins if pin not in lock.wheels]:
         raise SpecError(
             f"{wheellock.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
@@ -149,7 +153,7 @@ def iter_contexts(
             lock=lock,
         )
         log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
-        if image.gap.wheels:
+        if image.cuda_wheels:
             log.info(
                 "%s: %s; %.0f MiB unpacked", image.name, image.gap.describe(), ctx.cuda_wheels_mib
             )
@@ -159,6 +163,8 @@ def iter_contexts(
 def dry_run(images: list[Image], options: BuildOptions) -> int:
     from tfgpu_kit import render
 
+    if images[0].jetson:
+        return _dry_run_arm64(images, options)
     rows = []
     for image in images:
         rows.append(
@@ -195,6 +201,34 @@ def dry_run(images: list[Image], options: BuildOptions) -> int:
     return 0
 
 
+def _dry_run_arm64(images: list[Image], options: BuildOptions) -> int:
+    """What would be built on this machine, judged from its own architecture and binfmt_misc (a
+    dry run asks no engine); the base as the build would name it (--base-registry)."""
+    from tfgpu_kit import dockerbuild
+
+    capability = dockerbuild.arm64_capability(dockerbuild.machine_arch())
+    rows = [
+        {
+            "name": image.name,
+            "platform": image.platform,
+            "base": f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}",
+            "tags": image.tags(registry=options.registry),
+            "buildable": capability.can,
+            "why": capability.how,
+        }
+        for image in images
+    ]
+    if options.as_json:
+        print_json(rows)
+    else:
+        for row in rows:
+            state = f"would build ({row['why']})" if row["buildable"] else "declined"
+            print(f"{row['name']}  {row['platform']}  {row['base']}  {state}")
+    if not capability.can:
+        log.error("L4T images cannot be built here: %s", capability.how)
+    return 0 if capability.can else EXIT_FAILED
+
+
 @dataclass
 class Built:
     image: Image
@@ -210,7 +244,7 @@ class Built:
     def budget_mib(self) -> float:
         """What the image may add to its base: the variant's budget for the kit's own layers,
         plus the locked wheels' unpacked size (NVIDIA's CUDA wheels, tf-keras) when it adds them."""
-        return self.image.variant.max_added_mib + self.cuda_wheels_mib + self.tf_keras_mib
+        return self.image.official.variant.max_added_mib + self.cuda_wheels_mib + self.tf_keras_mib
 
 
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
@@ -278,7 +312,7 @@ def over_budget(results: list[Built]) -> list[str]:
         added = _added_mib(b)
         if added is not None and added > b.budget_mib:
             extra = (
-                f" = {b.image.variant.max_added_mib:g} MiB for the kit"
+                f" = {b.image.official.variant.max_added_mib:g} MiB for the kit"
                 f" + {mib(b.cuda_wheels_mib, 2)} MiB of NVIDIA wheels"
                 if b.cuda_wheels_mib
                 else ""
@@ -366,6 +400,8 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
     from tfgpu_kit.verify_images import verify_images
 
     client = dockerbuild.client()
+    if images[0].jetson:
+        return _build_arm64(spec, client, images, options)
     # before any context: a base the lock lacks stops the build; one warning for unknown digests
     digests = baselock.BaseDigests(baselock.load(), images, base_registry=options.base_registry)
     results = []
@@ -380,3 +416,38 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
         refs = [b.tags[0] for b in results]
         status = verify_images(spec, client, refs, as_json=False) or status
     return status
+
+
+def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: BuildOptions) -> int:
+    """Build each image for its platform (linux/arm64) where the engine can; otherwise decline them
+    all with the reason. Returns 0 when all were built, EXIT_FAILED when none could be."""
+    from tfgpu_kit import dockerbuild
+
+    capability = dockerbuild.arm64_capability(dockerbuild.engine_arch(client))
+    if not capability.can:
+        for image in images:
+            log.error("%s: not built: %s", image.name, capability.how)
+        return EXIT_FAILED
+    log.info("building %d L4T image(s): %s", len(images), capability.how)
+    with tempfile.TemporaryDirectory(prefix="tfgpu-l4t-") as tmp:
+        for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):
+            args = buildargs(base_digest=None)
+            args["BASE_REGISTRY"] = base_registry(image.base_registry, options.base_registry)
+            tags = image.tags(registry=options.registry)
+            image_id = dockerbuild.build(
+                client,
+                ctx.path,
+                label=image.name,
+                tag=tags[0],
+                buildargs=args,
+                no_cache=options.no_cache,
+                platform=image.platform,
+            )
+            for ref in tags:
+                dockerbuild.tag(client, image_id, ref)
+                if options.push:
+                    dockerbuild.push(client, ref)
+            log.info("%s: built %s (%s)", image.name, ", ".join(tags), image_id)
+            if options.contexts is None:
+                shutil.rmtree(ctx.path)
+    return 0

@@ -1,5 +1,5 @@
 """Rendering one Dockerfile per image from templates/ (Jinja2, StrictUndefined), and checking that
-the committed files under dockerfiles/ are up to date."""
+the committed files under dockerfiles/ (dockerfiles/l4t/ for the Jetson images) are up to date."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 
 from tfgpu_kit import baselock, templating
-from tfgpu_kit.catalog import Image
+from tfgpu_kit.catalog import JETSON, Image
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import ROOT, Spec, control_characters
 
@@ -38,7 +38,11 @@ def environment() -> jinja2.Environment:
 
 
 def dockerfile_path(out: Path, image: Image) -> Path:
-    return out / image.name / "Dockerfile"
+    # the Jetson images in a folder of their own: each folder's leftovers name their spec file
+    return out / (JETSON if image.jetson else "") / image.name / "Dockerfile"
+
+
+NO_WHEELS = {"wheels": ()}  # a Jetson image's `gap` in the shared partials: no CUDA wheels added
 
 
 def locked_digest(image: Image, lock: baselock.BaseLock | None = None) -> str | None:
@@ -56,17 +60,20 @@ def render_image(
     lock: baselock.BaseLock | None = None,
 ) -> str:
     env = env or environment()
+    shared = {"image": image, "user": spec.images.user, "cmd_json": json.dumps(image.cmd)}
     try:
-        return env.get_template("Dockerfile.j2").render(
-            image=image,
-            req=image.req,
-            gap=image.gap,
+        template = env.get_template("Dockerfile.j2")
+        if image.jetson:  # the l4t-* partials: JetPack's CUDA, no wheels, no base lock
+            return template.render(jetson=image.jetson, gap=NO_WHEELS, unpinned_apt=False, **shared)
+        official = image.official
+        return template.render(
+            req=official.req,
+            gap=official.gap,
             recipe=spec.base_recipe(image.tensorflow),
-            user=spec.images.user,
-            jupyter=image.variant.jupyter,
-            cmd_json=json.dumps(image.variant.cmd),
+            jupyter=official.variant.jupyter,
             unpinned_apt=any("=" not in package for package in image.apt),
             base_digest=locked_digest(image, lock),
+            **shared,
         )
     except jinja2.TemplateError as exc:
         where = (
@@ -101,20 +108,23 @@ def write(rendered: list[Rendered]) -> list[Path]:
 
 
 def stale(rendered: list[Rendered], out: Path = DOCKERFILES_DIR) -> list[str]:
-    """Problems with the committed files: missing, different, or left over from a removed image."""
+    """Problems with the committed files: missing, different, or left over from a removed image;
+    images.yaml's folder first, then the Jetson images' (dockerfiles/l4t/)."""
     problems = []
     expected = {item.path for item in rendered}
-    for item in rendered:
-        if not item.path.exists():
-            problems.append(f"{item.path.relative_to(out.parent)}: missing")
-        elif item.path.read_text(encoding="utf-8") != item.text:
-            problems.append(
-                f"{item.path.relative_to(out.parent)}: stale (differs from the templates)"
-            )
-    if out.is_dir():
-        for path in sorted(out.glob("*/Dockerfile")):
-            if path not in expected:
-                problems.append(
-                    f"{path.relative_to(out.parent)}: no such image in images.yaml any more"
-                )
+    for folder, source in ((out, "images.yaml"), (out / JETSON, f"images/{JETSON}.yaml")):
+        for item in rendered:
+            if item.path.parent.parent != folder:
+                continue
+            where = item.path.relative_to(out.parent)
+            if not item.path.exists():
+                problems.append(f"{where}: missing")
+            elif item.path.read_text(encoding="utf-8") != item.text:
+                problems.append(f"{where}: stale (differs from the templates)")
+        if folder.is_dir():
+            problems += [
+                f"{path.relative_to(out.parent)}: no such image in {source} any more"
+                for path in sorted(folder.glob("*/Dockerfile"))
+                if path not in expected
+            ]
     return problems

@@ -1,7 +1,9 @@
 """Selecting images on the command line: `2.21.0-gpu`, `2.21-gpu-jupyter`, `2.21.0` (all variants),
 `2.21` (all variants of 2.21.x), `gpu` (a variant, every version), `latest-gpu`, or a regex
 `re:^2\\.2`
-matched against the image name (`2.21.0-gpu`), or `all`."""
+matched against the image name (`2.21.0-gpu`), or `all`. The Jetson images of images/l4t.yaml are
+selected by `l4t` or one of their tags (`2.11-l4t-r35-arm64`) only: `all`, a version or a regex
+keep selecting images.yaml's."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from tfgpu_kit.errors import UsageError
 
 
 def _matches(image: Image, selector: str) -> bool:
+    if image.jetson:
+        tags = {tag.split(":", 1)[1] for tag in image.tags()}
+        return selector == image.variant_name or selector in tags
     if selector.startswith("re:"):
         return re.search(selector[3:], image.name) is not None
     if selector == "all":

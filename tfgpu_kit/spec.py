@@ -1,4 +1,5 @@
-"""Loading and validating images/matrix.yaml and images/images.yaml (pydantic models).
+"""Loading and validating images/matrix.yaml, images/images.yaml, images/bases.yaml and the Jetson
+images of images/l4t.yaml (pydantic models).
 
 A bad spec raises SpecError naming the file, the key path and what was expected; never a
 traceback."""
@@ -25,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from tfgpu_kit import nvidia_require
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.versions import Version, parse_arch_code
 from tfgpu_kit.yamlfile import load_yaml as load_yaml  # also wheellock's
@@ -382,8 +384,31 @@ class Bases(_Strict):
         return self
 
 
+class JetsonEntry(_Strict):
+    """One NVIDIA Jetson image of images/l4t.yaml: an L4T TensorFlow container and its facts."""
+
+    tensorflow: VersionText
+    base_tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    l4t: VersionText
+    jetpack: VersionText | None
+    python: VersionText
+    cuda: VersionText
+    cudnn: VersionText | None
+    require_cuda: str = Field(min_length=1)
+    cmd: list[str] = Field(min_length=1)
+
+
+class JetsonSpec(_Strict):
+    """images/l4t.yaml: arm64 images on NVIDIA's L4T TensorFlow containers."""
+
+    repository: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
+    platform: str = Field(pattern=r"^linux/arm64$")
+    base: Base  # the same grammar as images.yaml's base (issue 22)
+    images: list[JetsonEntry] = Field(min_length=1)
+
+
 class Spec(BaseModel):
-    """The three files, cross-checked."""
+    """The files, cross-checked."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
@@ -391,6 +416,7 @@ class Spec(BaseModel):
     images: ImagesSpec
     bases: Bases
     directory: Path
+    jetson: JetsonSpec | None = None  # None: the folder has no l4t.yaml
 
     @cached_property
     def default_version(self) -> str:
@@ -440,8 +466,27 @@ def validate(model: type[M], data: Any, path: Path) -> M:
         raise SpecError(f"{path}: invalid spec\n" + "\n".join(lines)) from None
 
 
+def load_jetson(directory: Path | None = None) -> JetsonSpec | None:
+    """images/l4t.yaml (None when the folder has none), each require_cuda checked against the
+    NVIDIA runtime's CSV mode (Jetson), whose Go parser refuses what libnvidia-container accepts."""
+    path = (directory or IMAGES_DIR) / "l4t.yaml"
+    if not path.exists():
+        return None
+    loaded = validate(JetsonSpec, load_yaml(path), path)
+    problems = [
+        f"  images.{index}.require_cuda: {entry.require_cuda!r}: the NVIDIA runtime's CSV"
+        f" mode (Jetson) would refuse the container: {error}"
+        for index, entry in enumerate(loaded.images)
+        if (error := nvidia_require.go_parse_error(entry.require_cuda)) is not None
+    ]
+    if problems:
+        raise SpecError(f"{path}: invalid spec\n" + "\n".join(problems))
+    return loaded
+
+
 def load(directory: Path | None = None) -> Spec:
-    """Load and cross-check images/matrix.yaml, images/images.yaml and images/bases.yaml."""
+    """Load and cross-check images/matrix.yaml, images/images.yaml and images/bases.yaml, and read
+    images/l4t.yaml when there is one."""
     directory = directory or IMAGES_DIR
     matrix_path = directory / "matrix.yaml"
     images_path = directory / "images.yaml"
@@ -477,7 +522,8 @@ def load(directory: Path | None = None) -> Spec:
             )
     if problems:
         raise SpecError(f"{bases_path}: invalid spec\n" + "\n".join(problems))
-    return Spec(matrix=matrix, images=images, bases=bases, directory=directory)
+    jetson = load_jetson(directory)
+    return Spec(matrix=matrix, images=images, bases=bases, directory=directory, jetson=jetson)
 
 
 # --- the bases' Python against the runtime's requires-python -----------------------------------

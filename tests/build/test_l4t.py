@@ -13,46 +13,67 @@ from pathlib import Path
 import pytest
 
 from tests import nvidia_require_oracle
-from tfgpu_kit import l4t, nvidia_require, spec
-from tfgpu_kit.errors import SpecError
+from tfgpu_kit import bake, catalog, dockerbuild, nvidia_require, render, selectors, spec
+from tfgpu_kit.catalog import Image
+from tfgpu_kit.errors import SpecError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = spec.load()
-L4T_SPEC = l4t.load()
-IMAGES = l4t.images(L4T_SPEC)
+IMAGES = catalog.jetson_images(SPEC)
 HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
 
 
 def test_committed_l4t_dockerfiles_are_up_to_date() -> None:
-    rendered = l4t.render_all(SPEC.images.user)
-    assert rendered and l4t.stale(rendered) == []
+    rendered = render.render_all(SPEC, catalog.every_image(SPEC))
+    assert render.stale(rendered) == []
+    jetson = [item.path.parent.parent for item in rendered if item.image.jetson]
+    assert jetson and set(jetson) == {render.DOCKERFILES_DIR / "l4t"}
 
 
 def test_a_leftover_l4t_dockerfile_is_named(tmp_path: Path) -> None:
-    out = tmp_path / "dockerfiles" / "l4t"
-    rendered = l4t.render_all(SPEC.images.user, out)
-    l4t.write(rendered)
-    (out / "9.9.9-l4t-r99.0.0-arm64").mkdir()
-    (out / "9.9.9-l4t-r99.0.0-arm64" / "Dockerfile").write_text("FROM scratch\n")
-    assert l4t.stale(rendered, out) == [
+    out = tmp_path / "dockerfiles"
+    rendered = render.render_all(SPEC, IMAGES, out)
+    render.write(rendered)
+    (out / "l4t" / "9.9.9-l4t-r99.0.0-arm64").mkdir()
+    (out / "l4t" / "9.9.9-l4t-r99.0.0-arm64" / "Dockerfile").write_text("FROM scratch\n")
+    assert render.stale(rendered, out) == [
         "dockerfiles/l4t/9.9.9-l4t-r99.0.0-arm64/Dockerfile: no such image in images/l4t.yaml any"
         " more"
     ]
 
 
+def test_the_spec_reads_l4t_yaml_and_the_catalog_lists_its_images_last() -> None:
+    assert SPEC.jetson is not None and IMAGES
+    every = catalog.every_image(SPEC)
+    assert every == catalog.images(SPEC) + IMAGES
+    assert all(i.platform == "linux/arm64" and i.variant_name == "l4t" for i in IMAGES)
+    assert all(i.platform is None and i.jetson is None for i in catalog.images(SPEC))
+    # JetPack brings the CUDA: no NVIDIA wheels, no tf-keras (its TensorFlow 2.11 has Keras 2)
+    assert all(i.cuda_wheels == () and i.tf_keras is None and i.pip == [] for i in IMAGES)
+
+
+def test_a_folder_without_l4t_yaml_has_no_jetson_images(tmp_path: Path) -> None:
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml"):
+        shutil.copy(spec.IMAGES_DIR / name, tmp_path / name)
+    loaded = spec.load(tmp_path)
+    assert loaded.jetson is None and catalog.jetson_images(loaded) == []
+
+
 @pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
-def test_hadolint_every_l4t_dockerfile(image: l4t.L4TImage) -> None:
-    path = l4t.dockerfile_path(image)
+def test_hadolint_every_l4t_dockerfile(image: Image) -> None:
+    path = render.dockerfile_path(render.DOCKERFILES_DIR, image)
     result = subprocess.run([HADOLINT, "--no-color", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
-def test_the_dockerfile_is_the_l4t_one(image: l4t.L4TImage) -> None:
-    text = l4t.dockerfile_path(image).read_text()
+def test_the_dockerfile_is_the_l4t_one(image: Image) -> None:
+    assert image.jetson is not None
+    text = render.dockerfile_path(render.DOCKERFILES_DIR, image).read_text()
+    assert text == render.render_image(SPEC, image)
     assert f"FROM ${{BASE_REGISTRY}}/{image.base_ref}\n" in text
     assert "ARG BASE_REGISTRY=nvcr.io\n" in text
-    assert f'NVIDIA_REQUIRE_CUDA="{image.require_cuda}"' in text
+    assert f'NVIDIA_REQUIRE_CUDA="{image.jetson.require_cuda}"' in text
     assert 'io.tfgpu.platform="linux/arm64"' in text
     # nothing of the x86 images' CUDA gap: no NVIDIA wheels, no brand alternatives
     assert "nvidia/*/lib" not in text and "brand=" not in text
@@ -60,12 +81,14 @@ def test_the_dockerfile_is_the_l4t_one(image: l4t.L4TImage) -> None:
 
 @pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.name)
 def test_require_cuda_passes_the_csv_mode_parser_and_a_jetpack_of_that_cuda(
-    image: l4t.L4TImage,
+    image: Image,
 ) -> None:
-    assert nvidia_require.go_parser_accepts(image.require_cuda)
+    assert image.jetson is not None
+    require = image.jetson.require_cuda
+    assert nvidia_require.go_parser_accepts(require)
     # the Jetson's CUDA driver reports the JetPack's CUDA: the container starts; an older one not
-    same = nvidia_require_oracle.evaluate(image.require_cuda, cuda=image.cuda, driver="35.2.1")
-    older = nvidia_require_oracle.evaluate(image.require_cuda, cuda="10.2", driver="32.7.1")
+    same = nvidia_require_oracle.evaluate(require, cuda=image.jetson.cuda, driver="35.2.1")
+    older = nvidia_require_oracle.evaluate(require, cuda="10.2", driver="32.7.1")
     assert same.ok and not older.ok
 
 
@@ -75,7 +98,7 @@ def test_a_require_cuda_the_csv_mode_refuses_is_a_spec_error(tmp_path: Path) -> 
     assert bad != text
     (tmp_path / "l4t.yaml").write_text(bad)
     with pytest.raises(SpecError) as caught:
-        l4t.load(tmp_path)
+        spec.load_jetson(tmp_path)
     assert "images.0.require_cuda" in str(caught.value) and "CSV" in str(caught.value)
 
 
@@ -87,33 +110,79 @@ def test_tags_name_the_l4t_release_and_the_platform() -> None:
     ]
 
 
-def test_selectors_pick_l4t_images_and_leave_the_rest() -> None:
-    chosen, rest = l4t.select(IMAGES, ["l4t", "2.21.0-gpu"])
-    assert chosen == IMAGES and rest == ["2.21.0-gpu"]
-    chosen, rest = l4t.select(IMAGES, ["2.11-l4t-r35-arm64"])
-    assert [i.name for i in chosen] == ["2.11.0-l4t-r35.2.1-arm64"] and rest == []
+def test_selectors_pick_l4t_images_by_l4t_or_a_tag_only() -> None:
+    every = catalog.every_image(SPEC)
+    chosen = selectors.select(every, ["l4t", "2.21.0-gpu"])
+    assert chosen == [*[i for i in every if i.name == "2.21.0-gpu"], *IMAGES]
+    chosen = selectors.select(every, ["2.11-l4t-r35-arm64"])
+    assert [i.name for i in chosen] == ["2.11.0-l4t-r35.2.1-arm64"]
+    # `all`, versions, regexes and the default keep selecting images.yaml's images alone
+    for wanted in (["all"], ["re:.*"], ["2.21.0"], []):
+        assert not [i for i in selectors.select(every, wanted) if i.jetson], wanted
+    with pytest.raises(UsageError, match=r"'2\.11\.0' matches no image"):
+        selectors.select(every, ["2.11.0"])
 
 
-def test_bake_targets_are_arm64(tmp_path: Path) -> None:
-    targets = l4t.bake_targets(
-        IMAGES, contexts=tmp_path, registry=None, base_registry=None, buildargs={"A": "1"}
+def test_bake_targets_are_arm64_and_out_of_the_default_group(tmp_path: Path) -> None:
+    x86 = catalog.images(SPEC)[:1]
+    data = bake.bake_file(
+        x86 + IMAGES,
+        contexts=tmp_path,
+        registry=None,
+        base_registry=None,
+        buildargs={"A": "1"},
+        base_pin="",
     )
-    target = targets["2_11_0-l4t-r35_2_1-arm64"]
+    target = data["target"]["2_11_0-l4t-r35_2_1-arm64"]
     assert target["platforms"] == ["linux/arm64"]
-    assert target["args"] == {"A": "1", "BASE_REGISTRY": "nvcr.io"}
+    assert target["args"] == {"A": "1", "BASE_REGISTRY": "nvcr.io"}  # no BASE_PIN: no base lock
     assert target["context"] == str(tmp_path / "2.11.0-l4t-r35.2.1-arm64")
+    assert data["group"]["default"] == {"targets": [bake.target_name(x86[0].name)]}
+    assert data["group"]["l4t"] == {"targets": ["2_11_0-l4t-r35_2_1-arm64"]}
+    assert "platforms" not in data["target"][bake.target_name(x86[0].name)]
+
+
+def test_bake_without_selectors_writes_the_l4t_group_too() -> None:
+    result = subprocess.run(
+        [sys.executable, "build.py", "bake"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert list(data["group"])[-1] == "l4t"
+    assert data["group"]["l4t"]["targets"] == ["2_11_0-l4t-r35_2_1-arm64"]
+    assert "2_11_0-l4t-r35_2_1-arm64" not in data["group"]["default"]["targets"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["l4t", "2.21.0-gpu"], "build the L4T (arm64) images in a call of their own"),
+        (["l4t", "--driver", "535.104.05"], "--driver, --verify and --cuda-source apply to"),
+        (["l4t", "--cuda-source", "base"], "--driver, --verify and --cuda-source apply to"),
+    ],
+)
+def test_l4t_builds_are_refused_mixed_or_with_x86_flags(args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "build.py", "build", "--dry-run", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 # --- where arm64 can be built --------------------------------------------------------------------
 
 
 def test_an_arm64_engine_builds_natively(tmp_path: Path) -> None:
-    assert l4t.arm64_capability("aarch64", tmp_path) == l4t.Capability(True, "native")
+    assert dockerbuild.arm64_capability("aarch64", tmp_path) == dockerbuild.Capability(
+        True, "native"
+    )
 
 
 def test_an_enabled_qemu_handler_means_emulation(tmp_path: Path) -> None:
     (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/bin/qemu-aarch64-static\n")
-    capability = l4t.arm64_capability("x86_64", tmp_path)
+    capability = dockerbuild.arm64_capability("x86_64", tmp_path)
     assert capability.can and capability.how.startswith("emulated")
 
 
@@ -123,7 +192,7 @@ def test_x86_without_emulation_is_declined_with_the_reason(
 ) -> None:
     if handler is not None:
         (tmp_path / "qemu-aarch64").write_text(handler)
-    capability = l4t.arm64_capability("x86_64", tmp_path)
+    capability = dockerbuild.arm64_capability("x86_64", tmp_path)
     assert not capability.can
     assert "x86_64" in capability.how and "qemu-aarch64" in capability.how
     assert "build.py bake" in capability.how
@@ -137,7 +206,7 @@ def test_build_declines_l4t_here_or_builds_it(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    capability = l4t.arm64_capability(l4t.machine_arch())
+    capability = dockerbuild.arm64_capability(dockerbuild.machine_arch())
     rows = json.loads(result.stdout)
     assert [row["name"] for row in rows] == [i.name for i in IMAGES]
     if capability.can:
@@ -172,7 +241,7 @@ def test_the_arm64_image_in_a_container_where_arm64_runs(tmp_path: Path) -> None
         client.ping()
     except docker.errors.DockerException as exc:
         pytest.skip(f"no Docker engine answers ({exc})")
-    capability = l4t.arm64_capability(l4t.engine_arch(client))
+    capability = dockerbuild.arm64_capability(dockerbuild.engine_arch(client))
     if not capability.can:
         pytest.skip(f"arm64 images cannot run here: {capability.how}")
     image = IMAGES[0]

@@ -306,10 +306,8 @@ def test_a_value_with_a_newline_never_reaches_a_dockerfile_line() -> None:
 def test_the_jetson_spec_base_registry_follows_the_same_grammar(
     tmp_path: Path, registry: str
 ) -> None:
-    from tfgpu_kit import l4t
-
     data = yaml.safe_load((ROOT / "images" / "l4t.yaml").read_text())
     data["base"]["registry"] = registry
     (tmp_path / "l4t.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(SpecError, match=r"base\.registry"):
-        l4t.load(tmp_path)
+        specs.load_jetson(tmp_path)
