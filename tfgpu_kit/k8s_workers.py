@@ -12,7 +12,6 @@ pkg/util/placement/placement.go GenJobName and pkg/controllers/jobset_controller
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 from tfgpu import tf_config
 from tfgpu.errors import ConfigError
@@ -21,9 +20,7 @@ from tfgpu.settings import parse_environment
 from tfgpu_kit import name_rules
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import whole_number
-
-if TYPE_CHECKING:
-    from tfgpu_kit.k8s import Flags, Workers
+from tfgpu_kit.k8s_flags import JOBSET_JOB, Flags, Workers
 
 MAX_WORKERS = 1000  # far above any one collective's size; a typo beyond it
 # What --workers sets in each pod; given again with --env, the pod would hold two values.
@@ -34,19 +31,11 @@ def hosts_pattern(name: str, jobset: bool) -> str:
     """TF_GPU_WORKER_HOSTS: each worker's DNS name, `{index}` for the pod's index."""
     job = f"{name}-train"
     if jobset:  # one replicatedJob with one replica: job index 0
-        return f"{job}-{_jobset_job()}-0-{tf_config.PLACEHOLDER}.{job}"
+        return f"{job}-{JOBSET_JOB}-0-{tf_config.PLACEHOLDER}.{job}"
     return f"{job}-{tf_config.PLACEHOLDER}.{job}"
 
 
-def _jobset_job() -> str:
-    from tfgpu_kit.k8s import JOBSET_JOB
-
-    return JOBSET_JOB
-
-
 def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
-    from tfgpu_kit.k8s import Workers
-
     for flag, value in (("--parallelism", flags.parallelism), ("--completions", flags.completions)):
         if value is not None:
             raise UsageError(

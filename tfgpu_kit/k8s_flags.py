@@ -1,0 +1,125 @@
+"""`build.py k8s`'s flags as data: the values as given, the defaults and examples the checks
+quote, which flags shape which workload, and the multi-worker group they describe. Read by k8s.py
+(the manifests) and k8s_workers.py (the multi-worker part), which both build on it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+
+CHECKPOINT_PATH = "/checkpoints"  # where --checkpoint-claim is mounted (BackupAndRestore's dir)
+JOBSET_JOB = "worker"  # the JobSet's one replicatedJob
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Multi-worker training (issue 19): an Indexed Job of `count` pods and its headless Service,
+    or a JobSet; TF_CONFIG is built in each pod by the runtime (tfgpu.tf_config)."""
+
+    count: int
+    port: int
+    jobset: bool = False
+    max_restarts: int = 3  # gang restarts of the whole group before the workload fails
+    checkpoint_claim: str | None = None  # a PersistentVolumeClaim mounted at CHECKPOINT_PATH
+    env: list[tuple[str, str]] = field(default_factory=list)  # the workers' own variables
+
+    @property
+    def backoff_limit(self) -> int:
+        """Indexed Job: every gang restart fails all `count` pods (the collective fails on each
+        survivor too), so `max_restarts` restarts cost `count * max_restarts` failures."""
+        return self.count * self.max_restarts
+
+
+# Flags that shape one workload only: given with a --kind that does not render it, they would be
+# silently ignored. None = not given (the command's defaults are applied here, not by argparse).
+DEPLOYMENT_ONLY = ("serve_cmd", "port", "health_path", "replicas", "prestop_sleep")
+JOB_ONLY = (
+    "train_cmd",
+    "parallelism",
+    "completions",
+    "workers",
+    "worker_port",
+    "checkpoint_claim",
+    "max_restarts",
+)
+WORKERS_ONLY = ("worker_port", "checkpoint_claim", "max_restarts")  # meaningless without --workers
+DEFAULTS = {
+    "serve_cmd": "python serve.py",
+    "train_cmd": "python train.py",
+    "port": "8501",
+    "health_path": "/healthz",
+    "replicas": "1",
+    "parallelism": "1",
+    "completions": "1",
+    "prestop_sleep": "5",
+    "workers": "2",
+    "worker_port": "2222",
+    "checkpoint_claim": "train-checkpoints",
+    "max_restarts": "3",
+}
+# an example for each free-text flag, for the control-character refusal
+EXAMPLES = {
+    **DEFAULTS,
+    "name": "text-model",
+    "namespace": "ml",
+    "image": "registry.example.com/tfgpu/tensorflow:2.21.0-gpu",
+    "registry": "registry.example.com:5000/team",
+    "mem_limit": "6GiB",
+    "virtual_devices": "2048,2048",
+    "memory_growth": "true",
+    "metrics_port": "9401",
+    "device_plugin_namespace": "gpu-operator",
+    "env": "TF_GPU_QUIET=true",
+    "pod_monitor_label": "release=kube-prometheus-stack",
+    "cpu": "2",
+    "memory": "16Gi",
+}
+
+
+@dataclass(frozen=True)
+class Flags:
+    """`build.py k8s`'s flags as given (text; None = not given)."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    image: str | None
+    registry: str | None
+    serve_cmd: str | None
+    train_cmd: str | None
+    port: str | None
+    health_path: str | None
+    replicas: str | None
+    parallelism: str | None
+    completions: str | None
+    gpus: str
+    mem_limit: str | None
+    virtual_devices: str | None
+    memory_growth: str | None
+    metrics_port: str | None
+    time_slicing: str | None
+    device_plugin_namespace: str
+    env: list[str]
+    grace_period: str
+    prestop_sleep: str | None
+    pod_monitor: bool
+    pod_monitor_label: list[str]
+    workers: str | None
+    jobset: bool
+    worker_port: str | None
+    checkpoint_claim: str | None
+    max_restarts: str | None
+    cpu: str
+    memory: str
+    uid: str | None
+    gid: str | None
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> Flags:
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+    def value(self, name: str) -> str:
+        """A workload flag's value, or the command's default when not given."""
+        given = getattr(self, name)
+        return DEFAULTS[name] if given is None else str(given)
