@@ -38,19 +38,30 @@ def rows(spec: specs.Spec) -> list[dict[str, object]]:
                 "driver_min_compat": str(req.compat_floor),
                 "nvidia_require_cuda": req.require_cuda,
                 "base": gap,
+                # Keras 2 the image carries beside Keras 3 (TF_USE_LEGACY_KERAS=1), from the lock
+                "tf_keras": _tf_keras(lock, req.tf_keras),
             }
         )
     return result
+
+
+def _tf_keras(lock: wheellock.Lock, pin: str | None) -> dict[str, object] | None:
+    if pin is None:
+        return None
+    mib = wheellock.size(lock, [pin]).mib
+    return {"pin": pin, "mib": round(mib, 1) if mib is not None else None}
 
 
 def _adds(row: dict[str, object]) -> str:
     base = row["base"]
     if not isinstance(base, dict):
         return "base unknown (not in bases.yaml)"
+    keras = row["tf_keras"]
+    plus = f"; + {keras['pin']}" if isinstance(keras, dict) else ""
     if not base["wheels"]:
-        return str(base["summary"])
+        return f"{base['summary']}{plus}"
     size = base["wheels_mib"]
-    return f"{base['summary']}; {f'{size:.0f} MiB' if size is not None else 'size unknown'}"
+    return f"{base['summary']}; {f'{size:.0f} MiB' if size is not None else 'size unknown'}{plus}"
 
 
 def show(spec: specs.Spec, *, as_json: bool) -> None:
