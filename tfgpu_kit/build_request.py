@@ -63,9 +63,10 @@ def build(request: BuildRequest) -> int:
             " L4T (Jetson) ones",
             hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
         )
-    # before anything is fetched or built: a base whose Python the runtime does not support
-    # would only fail at pip install, deep in the Docker build
-    specs.check_base_python(spec, {image.tensorflow for image in images if not image.jetson})
+    if not jetson:
+        # before anything is fetched or built: a base whose Python the runtime does not support
+        # would only fail at pip install, deep in the Docker build
+        specs.check_base_python(spec, {image.tensorflow for image in images})
     if request.driver is not None:
         refused = image_builds.refuse_for_driver(spec, images, request.driver, request.force)
         if refused:

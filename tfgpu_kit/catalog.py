@@ -58,8 +58,7 @@ class Image:
     def base_tag(self) -> str:
         if self.jetson:
             return self.jetson.base_tag
-        assert self.variant is not None
-        return f"{self.tensorflow}{self.variant.base_suffix}"
+        return f"{self.tensorflow}{self.official.variant.base_suffix}"
 
     @property
     def base_ref(self) -> str:
