@@ -11,6 +11,7 @@ tfgpu.tf_config (they import `re`: only when one of their variables is set), `sh
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,14 +63,18 @@ CONSOLE_SCRIPT = "import sys; from tfgpu.cli import main; sys.exit(main(sys.argv
 
 
 def imports_of_run(
-    *command: str, **extra: str
+    *command: str, init: bool = False, **extra: str
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """`tfgpu run -- COMMAND` under -X importtime: the modules imported after the interpreter's
-    own start-up (`site` and what its .pth files import are not the entrypoint's)."""
+    own start-up (`site` and what its .pth files import are not the entrypoint's). `init`: as
+    PID 1 of a new PID namespace, as in a container without --init."""
     env = clean_env(**extra)
     env["PYTHONPATH"] = str(SRC)
     r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", CONSOLE_SCRIPT, "run", "--", *command],
+        [
+            *(UNSHARE if init else []),
+            *[sys.executable, "-X", "importtime", "-c", CONSOLE_SCRIPT, "run", "--", *command],
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -84,6 +89,7 @@ def imports_of_run(
     return r, set(names[names.index("site") + 1 :])
 
 
+UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc"]  # tfgpu as PID 1, as in test_run.py
 IMAGE_ENV = {  # what the 2.21.0-gpu image sets (dockerfiles/2.21.0-gpu/Dockerfile)
     "TF_GPU_MEMORY_GROWTH": "true",
     "TFGPU_IMAGE_TF": "2.21.0",
@@ -116,6 +122,16 @@ def test_run_imports_only_what_its_path_needs(extra: dict[str, str]) -> None:
     assert r.returncode == 0, r.stderr
     assert "tfgpu.run" in imported and "tfgpu.preflight" in imported  # the probe sees them
     assert sorted(imported & set(NOT_ON_THE_RUN_PATH)) == []
+
+
+def test_as_pid1_run_imports_no_contextlib_nor_enum() -> None:
+    """A container without --init: tfgpu stays as init (tfgpu.pid1), and its child execs the
+    command. Neither needs contextlib, `signal`'s enums or os.execvpe's `warnings`."""
+    assert shutil.which("unshare"), "unshare (util-linux) is needed for the PID-1 tests"
+    r, imported = imports_of_run("sh", "-c", "exit 3", init=True, **IMAGE_ENV)
+    assert r.returncode == 3, r.stderr
+    assert "tfgpu.pid1" in imported
+    assert sorted(imported & {*NOT_ON_THE_RUN_PATH, "contextlib", "signal"}) == []
 
 
 def test_a_recovery_or_cluster_variable_imports_its_parser_alone() -> None:

@@ -9,15 +9,24 @@ status (128+N when a signal N killed it), like tini.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import signal
+
+from tfgpu.run import exec_command
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
+    import signal
     from types import FrameType
     from typing import List, Mapping, NoReturn, Optional
+else:
+    # `signal` is `_signal` (the C module) plus enums for the numbers it returns, which this
+    # module never reads; its `import enum` (with functools and collections) is ~1.5 ms of the
+    # start-up of every container without --init (-X importtime). No contextlib either (~3 ms).
+    try:
+        import _signal as signal
+    except ImportError:  # an interpreter without it
+        import signal
 
 FORWARDED = (
     signal.SIGTERM,
@@ -49,8 +58,10 @@ _NOT_OUR_TERMINAL = (errno.ENOTTY, errno.ENXIO, errno.EPERM)
 def _say(line: str) -> None:
     """Straight to fd 2: in the forked child sys.stderr may hold the parent's unflushed
     buffer, and os._exit does not flush it."""
-    with contextlib.suppress(Exception):
+    try:  # noqa: SIM105 (contextlib: an import the start-up does not pay, module comment)
         os.write(2, f"tfgpu: {line}\n".encode(errors="replace"))
+    except Exception:
+        pass
 
 
 def _own_terminal() -> None:
@@ -81,7 +92,7 @@ def exec_child(command: List[str], env: Mapping[str, str]) -> NoReturn:
         signal.pthread_sigmask(
             signal.SIG_UNBLOCK, FORWARDED
         )  # a pending signal now acts as default
-        os.execvpe(command[0], command, env)
+        exec_command(command, env)  # os.execvpe, without importing warnings (tfgpu.run)
     except OSError as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
         _say(f"cannot run {command[0]}: {e.strerror or e}")
@@ -95,8 +106,10 @@ def run_as_init(command: List[str], env: Mapping[str, str]) -> int:
     child: List[int] = []
 
     def forward(signum: int, frame: Optional[FrameType]) -> None:
-        with contextlib.suppress(ProcessLookupError):  # already gone: nothing to forward to
+        try:  # noqa: SIM105 (contextlib: an import the start-up does not pay, module comment)
             os.kill(child[0], signum)
+        except ProcessLookupError:  # already gone: nothing to forward to
+            pass
 
     # Signals stay blocked (pending, not lost) from before fork() until each side is ready:
     # the parent once it knows the child's PID, the child once its handlers are default.

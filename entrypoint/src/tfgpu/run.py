@@ -16,7 +16,7 @@ from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional
+    from typing import Dict, List, Mapping, NoReturn, Optional
 
 # Set for the command so the hook in its Python processes does not repeat our warnings.
 PREFLIGHT_MARK = "TFGPU_RUN_PREFLIGHT"
@@ -113,6 +113,20 @@ def which(name: str, env: Mapping[str, str]) -> Optional[str]:
     return None
 
 
+def exec_command(command: List[str], env: Mapping[str, str]) -> NoReturn:
+    """os.execvpe(command[0], command, env): returns only by raising. The file it would run (the
+    first executable of that name on PATH) is tried first without its search, which imports
+    `warnings` (os.get_exec_path): ~0.2 ms of start-up (-X importtime). If that exec fails,
+    execvpe itself goes on to the next PATH entry and raises its own error, as before."""
+    path = which(command[0], env)
+    if path is not None:
+        try:  # noqa: SIM105 (contextlib.suppress: one more import at start-up)
+            os.execve(path, command, env)
+        except OSError:
+            pass
+    os.execvpe(command[0], command, env)
+
+
 def default_shell(env: Mapping[str, str]) -> str:
     return "bash" if which("bash", env) else "sh"
 
@@ -130,8 +144,7 @@ def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
         command = [default_shell(env)]
         if not is_disabled(env):
             _say(f"no command given; starting an interactive shell ({command[0]})")
-    path = which(command[0], env)
-    if path is None and not any(
+    if which(command[0], env) is None and not any(
         os.path.isfile(p) for p in _candidates(command[0], env)
     ):  # a file that exists but cannot run is exec's error below (126), as in a shell
         _say(f"error: command not found: {command[0]}")
@@ -141,14 +154,7 @@ def run(command: List[str], environ: Optional[Mapping[str, str]] = None) -> int:
 
         return run_as_init(command, env)
     try:
-        if path is not None:
-            # The file os.execvpe would run (the first executable on PATH), without its search:
-            # that imports `warnings` (os.get_exec_path), ~0.2 ms of start-up (-X importtime).
-            try:  # noqa: SIM105 (contextlib.suppress: one more import at start-up)
-                os.execve(path, command, env)
-            except OSError:  # execvpe goes on to the next PATH entry: so does this
-                pass
-        os.execvpe(command[0], command, env)
+        exec_command(command, env)
     except OSError as e:
         _say(f"error: cannot run {command[0]}: {e.strerror}")
         return 127 if isinstance(e, FileNotFoundError) else 126
