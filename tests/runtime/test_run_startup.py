@@ -2,10 +2,12 @@
 checks everything. No timings here (they vary by host): benchmarks/bench_runtime.py has them.
 
 What the path must not import, each for its cost or because only another path needs it: `re`
-(with enum, functools and collections about 4 ms; settings, driver and tegra parse by hand or
+(with enum, functools and collections about 5 ms; settings, driver and tegra parse by hand or
 import it lazily), argparse (only `--help` and the other sub-commands), json, typing,
-importlib.util/metadata, warnings (os.execvpe's PATH search imports it), tfgpu.recovery_rule and
-tfgpu.tf_config (they import `re`: only when one of their variables is set), `show`/`check`.
+importlib.util/metadata, warnings (os.execvpe's PATH search imports it), __future__ (the
+statement `from __future__ import annotations` imports it: the run path quotes its annotations),
+tfgpu.recovery_rule and tfgpu.tf_config (they import `re`: only when one of their variables is
+set), `show`/`check`; as PID 1, contextlib and `signal`'s enums.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tfgpu.settings import (
 from tests.runtime.conftest import SRC, clean_env
 
 NOT_ON_THE_RUN_PATH = (
+    "__future__",  # `from __future__ import annotations` imports it: annotations are quoted
     "re",
     "enum",
     "functools",

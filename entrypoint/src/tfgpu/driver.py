@@ -6,8 +6,7 @@ Version floors come from the image (TFGPU_IMAGE_DRIVER_MIN / _MIN_COMPAT, writte
 build side from images/matrix.yaml), not from a table here.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 from tfgpu.problems import ERROR, WARNING, Problem
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
@@ -29,7 +28,7 @@ _DATACENTRE_NAME = (
 _FORWARD_COMPAT = {535: ((12, 3), (13, 99)), 570: ((12, 9), (13, 99)), 580: ((13, 1), (13, 99))}
 
 
-def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+def version_tuple(text: "Optional[str]") -> "Optional[Tuple[int, ...]]":
     r"""The leading version of `text` (`535.104.05` of "535.104.05 (beta)"), read as the regular
     expression `\s*(\d+(?:\.\d+)*)` would (tests/runtime/test_run_startup.py holds it to that),
     by hand: every `tfgpu run` on a GPU reads the driver's, and importing `re` with enum costs
@@ -51,7 +50,7 @@ def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     return tuple(parts) if parts else None
 
 
-def is_datacentre(gpu: Gpu) -> bool:
+def is_datacentre(gpu: "Gpu") -> bool:
     if gpu.brand == _BRAND_TESLA:
         return True
     import re  # only when the driver is too old (check_driver): not on every start (~4 ms)
@@ -59,12 +58,14 @@ def is_datacentre(gpu: Gpu) -> bool:
     return bool(re.search(_DATACENTRE_NAME, gpu.name))
 
 
-def forward_compat_possible(driver: Tuple[int, ...], cuda: Optional[Tuple[int, ...]]) -> bool:
+def forward_compat_possible(driver: "Tuple[int, ...]", cuda: "Optional[Tuple[int, ...]]") -> bool:
     span = _FORWARD_COMPAT.get(driver[0])
     return bool(span and cuda and span[0] <= cuda[:2] <= span[1])
 
 
-def check_driver(driver_version: str, image: Dict[str, str], gpus: Sequence[Gpu]) -> List[Problem]:
+def check_driver(
+    driver_version: str, image: "Dict[str, str]", gpus: "Sequence[Gpu]"
+) -> "List[Problem]":
     driver = version_tuple(driver_version)
     need = version_tuple(image.get("TFGPU_IMAGE_DRIVER_MIN"))
     floor = version_tuple(image.get("TFGPU_IMAGE_DRIVER_MIN_COMPAT"))

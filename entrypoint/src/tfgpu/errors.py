@@ -5,8 +5,7 @@ A ConfigError carries the four parts of the one-line message every bad value get
 side (`build.py plan`) all say the same thing.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 EXIT_OK = 0
 EXIT_BROKEN = 1  # `check` found something broken
 EXIT_USAGE = 2  # bad command line (argparse uses 2 too)

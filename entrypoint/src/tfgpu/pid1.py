@@ -7,8 +7,7 @@ command, and the parent forwards signals, reaps every child, and exits with the 
 status (128+N when a signal N killed it), like tini.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import errno
 import os
 
@@ -80,7 +79,7 @@ def _own_terminal() -> None:
         signal.signal(signal.SIGTTOU, signal.SIG_DFL)
 
 
-def exec_child(command: List[str], env: Mapping[str, str]) -> NoReturn:
+def exec_child(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
     """In the forked child: own the terminal (if any), then exec. Never returns: whatever
     fails ends this process with 126 (127: not found) and a message, so the child can never
     go on running the parent's code."""
@@ -102,10 +101,10 @@ def exec_child(command: List[str], env: Mapping[str, str]) -> NoReturn:
         os._exit(code)
 
 
-def run_as_init(command: List[str], env: Mapping[str, str]) -> int:
+def run_as_init(command: "List[str]", env: "Mapping[str, str]") -> int:
     child: List[int] = []
 
-    def forward(signum: int, frame: Optional[FrameType]) -> None:
+    def forward(signum: int, frame: "Optional[FrameType]") -> None:
         try:  # noqa: SIM105 (contextlib: an import the start-up does not pay, module comment)
             os.kill(child[0], signum)
         except ProcessLookupError:  # already gone: nothing to forward to

@@ -6,8 +6,7 @@ Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableEr
 (exit 69) when a GPU is required and none is usable; everything else is a Problem.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 from tfgpu import nvml, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.driver import check_driver
@@ -24,14 +23,18 @@ if TYPE_CHECKING:
 
 
 class Preflight:
-    def __init__(self, nvml_report: NvmlReport, gpus: List[Optional[Gpu]], plan: Plan) -> None:
+    def __init__(
+        self, nvml_report: "NvmlReport", gpus: "List[Optional[Gpu]]", plan: "Plan"
+    ) -> None:
         self.nvml = nvml_report
         self.gpus = gpus  # visible GPUs in CUDA's order (None = exists, size unknown)
         self.plan = plan
         self.problems: List[Problem] = []
 
 
-def why_no_gpu(report: NvmlReport, settings: Settings, gpus: List[Optional[Gpu]]) -> Optional[str]:
+def why_no_gpu(
+    report: "NvmlReport", settings: "Settings", gpus: "List[Optional[Gpu]]"
+) -> "Optional[str]":
     if settings.visible_devices == []:
         return "CUDA_VISIBLE_DEVICES is empty or -1, which hides every GPU"
     if not report.found:
@@ -45,13 +48,13 @@ def why_no_gpu(report: NvmlReport, settings: Settings, gpus: List[Optional[Gpu]]
 
 
 def run_preflight(
-    settings: Settings,
-    environ: Mapping[str, str],
+    settings: "Settings",
+    environ: "Mapping[str, str]",
     *,
-    nvml_report: Optional[NvmlReport] = None,
-    build_info: Optional[Callable[[], Optional[Dict[str, object]]]] = None,
-    shm_path: Optional[str] = None,
-) -> Preflight:
+    nvml_report: "Optional[NvmlReport]" = None,
+    build_info: "Optional[Callable[[], Optional[Dict[str, object]]]]" = None,
+    shm_path: "Optional[str]" = None,
+) -> "Preflight":
     """`shm_path`: also check that /dev/shm is larger than Docker's default (None: not here;
     the hook and `tfgpu check` do, see tfgpu.shm)."""
     # on a Jetson, the unified memory's size (no NVML there): tegra.py

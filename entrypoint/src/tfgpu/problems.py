@@ -1,7 +1,6 @@
 """A finding of preflight or check: what is wrong and how to fix it."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Dict
@@ -18,7 +17,7 @@ class Problem:
         self.what = what
         self.fix = fix
 
-    def as_json(self) -> Dict[str, str]:
+    def as_json(self) -> "Dict[str, str]":
         return {"severity": self.severity, "what": self.what, "fix": self.fix}
 
     def __str__(self) -> str:

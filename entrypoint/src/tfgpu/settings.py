@@ -11,8 +11,7 @@ Grammar (documented in docs/runtime.md):
     group                  := amount ("," amount)*          one logical GPU per amount
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 # No `re` here (`tfgpu run` start-up: with enum, functools and collections it is about 4-5 ms of
 # the entrypoint's ~8, measured with benchmarks/bench_runtime.py): the grammar is parsed by hand.
 # tfgpu.recovery_rule and tfgpu.tf_config import `re`, so they are imported only when one of
@@ -48,7 +47,7 @@ _OWN_KIT_VARIABLES = (
 _OWN_NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
 
-def __getattr__(name: str) -> Tuple[str, ...]:
+def __getattr__(name: str) -> "Tuple[str, ...]":
     """KIT_VARIABLES (the contract's own variables) and NATIVE_VARIABLES (TensorFlow's and CUDA's
     that the kit reads), built on first use (PEP 562): they name the variables of
     tfgpu.recovery_rule and tfgpu.tf_config, which `tfgpu run` does not import unless one is set
@@ -100,13 +99,13 @@ class MemAmount:
 
     __slots__ = ("mib", "percent")
 
-    def __init__(self, mib: Optional[float] = None, percent: Optional[float] = None) -> None:
+    def __init__(self, mib: "Optional[float]" = None, percent: "Optional[float]" = None) -> None:
         if (mib is None) == (percent is None):
             raise ValueError("give exactly one of mib and percent")
         self.mib = mib
         self.percent = percent
 
-    def resolve(self, total_mib: Optional[float]) -> float:
+    def resolve(self, total_mib: "Optional[float]") -> float:
         """MiB for a GPU of `total_mib`; a percentage needs the total (ValueError without it)."""
         if self.mib is not None:
             return self.mib
@@ -148,7 +147,7 @@ class Setting:
         self.source = source
         self.note = note
 
-    def as_json(self) -> Dict[str, str]:
+    def as_json(self) -> "Dict[str, str]":
         out = {"value": self.value, "source": self.source}
         if self.note:
             out["note"] = self.note
@@ -208,7 +207,7 @@ def _digits(text: str, start: int) -> int:
     return end
 
 
-def _split_amount(text: str) -> Optional[Tuple[str, str]]:
+def _split_amount(text: str) -> "Optional[Tuple[str, str]]":
     """(number, unit as written, "" for none), or None when `text` is not an amount."""
     text = text.strip(_ASCII_SPACE)
     end = _digits(text, 0)
@@ -222,7 +221,7 @@ def _split_amount(text: str) -> Optional[Tuple[str, str]]:
     return text[:end], unit
 
 
-def _amount(variable: str, whole: str, text: str, example: str) -> MemAmount:
+def _amount(variable: str, whole: str, text: str, example: str) -> "MemAmount":
     parts = _split_amount(text)
     if parts is None:
         raise ConfigError(variable, whole, AMOUNT_ACCEPTED, example)
@@ -253,7 +252,7 @@ def _amount(variable: str, whole: str, text: str, example: str) -> MemAmount:
     return MemAmount(mib=mib)
 
 
-def parse_mem_limit(value: str, variable: str = "TF_GPU_MEM_LIMIT") -> List[MemAmount]:
+def parse_mem_limit(value: str, variable: str = "TF_GPU_MEM_LIMIT") -> "List[MemAmount]":
     """`4096`, `4GiB`, `40%` (one value: every GPU) or `4096,2048` (one per visible GPU)."""
     example = "4096 (or 4GiB, 40%, 4096,2048)"
     if not value.strip():
@@ -263,7 +262,7 @@ def parse_mem_limit(value: str, variable: str = "TF_GPU_MEM_LIMIT") -> List[MemA
 
 def parse_virtual_devices(
     value: str, variable: str = "TF_GPU_VIRTUAL_DEVICES"
-) -> List[List[MemAmount]]:
+) -> "List[List[MemAmount]]":
     """Groups of logical-GPU sizes: `6144,8192` splits every GPU in two; `6144,8192;4096`
     splits GPU 0 in two and gives GPU 1 one logical device. One group = every GPU."""
     example = "6144,8192 (every GPU split in two) or 6144,8192;4096 (per GPU)"
@@ -297,7 +296,7 @@ METRICS_PORT_ACCEPTED = "a TCP port from 1 to 65535 (ASCII digits), or 0 for no 
 EXAMPLE_METRICS_PORT = 9401  # DCGM exporter listens on 9400; the kit's example sits next to it
 
 
-def parse_metrics_port(value: str, variable: str = "TF_GPU_METRICS_PORT") -> Optional[int]:
+def parse_metrics_port(value: str, variable: str = "TF_GPU_METRICS_PORT") -> "Optional[int]":
     """The port the hook serves metrics on; None for `0` ("off", as `build.py k8s
     --metrics-port 0` writes it). Port 0 to a server would mean a random port nobody can
     scrape, so it cannot mean anything else."""
@@ -329,7 +328,7 @@ def parse_metrics_addr(value: str, variable: str = "TF_GPU_METRICS_ADDR") -> str
         raise ConfigError(variable, value, METRICS_ADDR_ACCEPTED, "127.0.0.1") from None
 
 
-def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") -> List[str]:
+def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") -> "List[str]":
     """The entries CUDA will use. CUDA stops at the first invalid entry (the `-1` idiom hides
     everything after it); other garbage (`all`, `gpu0`) would silently hide GPUs, so it is an
     error."""
@@ -358,7 +357,7 @@ def is_visible_entry(entry: str) -> bool:
     return chars is not None and len(entry) > 4 and all(c in chars for c in entry[4:])
 
 
-def parse_image_defaults(value: str) -> Dict[str, str]:
+def parse_image_defaults(value: str) -> "Dict[str, str]":
     """TFGPU_IMAGE_DEFAULTS: `NAME=VALUE` pairs, separated by spaces or commas."""
     out: Dict[str, str] = {}
     # str.split() splits at runs of what `\s` matches (str.isspace), as re.split(r"[\s,]+") did
@@ -387,14 +386,14 @@ _IMAGE_KEYS = (
 )
 
 
-def _reader(environ: Mapping[str, str], s: Settings) -> Callable[[str], Optional[str]]:
+def _reader(environ: "Mapping[str, str]", s: "Settings") -> "Callable[[str], Optional[str]]":
     """`get(name)`: the value, with its source recorded in `s`; empty counts as unset
     (compose's `VAR=`)."""
     defaults = parse_image_defaults(environ.get("TFGPU_IMAGE_DEFAULTS", ""))
     # Names `tfgpu run` added to its command's environment (TFGPU_DERIVED, set by run.py).
     derived = set(environ.get("TFGPU_DERIVED", "").split(",")) - {""}
 
-    def get(name: str) -> Optional[str]:
+    def get(name: str) -> "Optional[str]":
         value = environ.get(name)
         if value is None or value.strip() == "":
             return None
@@ -408,7 +407,7 @@ def _reader(environ: Mapping[str, str], s: Settings) -> Callable[[str], Optional
     return get
 
 
-def parse_environment(environ: Mapping[str, str]) -> Settings:
+def parse_environment(environ: "Mapping[str, str]") -> "Settings":
     """Validate every variable of the contract; raise ConfigError on the first bad one."""
     s = Settings()
     get = _reader(environ, s)
@@ -434,7 +433,7 @@ def parse_environment(environ: Mapping[str, str]) -> Settings:
     return s
 
 
-def _wants(environ: Mapping[str, str], prefix: str, names: Tuple[str, ...]) -> bool:
+def _wants(environ: "Mapping[str, str]", prefix: str, names: "Tuple[str, ...]") -> bool:
     """Is a variable set that starts with `prefix` or is one of `names`? Unset, the parser of
     those variables would find nothing (get() counts empty as unset), so it need not be
     imported (start-up time: the module comment)."""
@@ -444,7 +443,7 @@ def _wants(environ: Mapping[str, str], prefix: str, names: Tuple[str, ...]) -> b
     )
 
 
-def _parse_recovery(s: Settings, get: Callable[[str], Optional[str]]) -> None:
+def _parse_recovery(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
     from tfgpu import recovery_rule  # only when one of its variables is set (module comment)
 
     capped = s.mem_limit is not None or s.virtual_devices is not None
@@ -456,7 +455,7 @@ def _parse_recovery(s: Settings, get: Callable[[str], Optional[str]]) -> None:
 
 
 def _parse_cluster(
-    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+    s: "Settings", environ: "Mapping[str, str]", get: "Callable[[str], Optional[str]]"
 ) -> None:
     """TF_CONFIG (the user's, checked; or built from TF_GPU_WORKERS*) and TF_USE_LEGACY_KERAS."""
     from tfgpu import tf_config  # only when one of its variables is set (module comment)
@@ -483,7 +482,7 @@ def _parse_cluster(
 
 
 def _parse_visible(
-    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+    s: "Settings", environ: "Mapping[str, str]", get: "Callable[[str], Optional[str]]"
 ) -> None:
     v = get("CUDA_VISIBLE_DEVICES")
     if "CUDA_VISIBLE_DEVICES" in environ:  # empty is meaningful here: no GPU at all
@@ -493,7 +492,7 @@ def _parse_visible(
 
 
 def _parse_memory(
-    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+    s: "Settings", environ: "Mapping[str, str]", get: "Callable[[str], Optional[str]]"
 ) -> None:
     """TF_GPU_MEM_LIMIT or TF_GPU_VIRTUAL_DEVICES (not both)."""
     v = get("TF_GPU_MEM_LIMIT")
@@ -513,7 +512,7 @@ def _parse_memory(
         )
 
 
-def _parse_allocator(s: Settings, get: Callable[[str], Optional[str]]) -> None:
+def _parse_allocator(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
     """TF_GPU_ALLOCATOR, after the memory settings and growth: its warnings depend on them."""
     v = get("TF_GPU_ALLOCATOR")
     if v is None:
@@ -543,7 +542,7 @@ def _parse_allocator(s: Settings, get: Callable[[str], Optional[str]]) -> None:
         )
 
 
-def _parse_rest(s: Settings, get: Callable[[str], Optional[str]]) -> None:
+def _parse_rest(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
     """The independent single values, then the kit defaults `tfgpu show` lists."""
     v = get("TF_CPU_VIRTUAL_DEVICES")
     if v is not None:
@@ -568,7 +567,7 @@ def _parse_rest(s: Settings, get: Callable[[str], Optional[str]]) -> None:
 
 
 def _parse_growth(
-    s: Settings, environ: Mapping[str, str], get: Callable[[str], Optional[str]]
+    s: "Settings", environ: "Mapping[str, str]", get: "Callable[[str], Optional[str]]"
 ) -> None:
     """TF_GPU_MEMORY_GROWTH (lenient) against the native TF_FORCE_GPU_ALLOW_GROWTH (exact).
 

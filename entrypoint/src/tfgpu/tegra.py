@@ -17,8 +17,7 @@ Every path is read under a root, `TFGPU_SYSROOT` (default `/`), so that tests ca
 a fake Tegra tree. Standard library only, Python 3.8 too (the L4T r35 images run 3.8).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import os
 
 from tfgpu.nvml import Gpu, NvmlReport
@@ -42,12 +41,12 @@ _RELEASE = r"(?a)#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+)\.(\d+)"
 _MEMINFO_LINE = r"(?a)(\w+):\s+(\d+)\s*kB"
 
 
-def sysroot(environ: Optional[Mapping[str, str]] = None) -> str:
+def sysroot(environ: "Optional[Mapping[str, str]]" = None) -> str:
     environ = os.environ if environ is None else environ
     return environ.get(SYSROOT_VARIABLE) or "/"
 
 
-def _read(root: str, relative: str) -> Optional[str]:
+def _read(root: str, relative: str) -> "Optional[str]":
     try:
         with open(os.path.join(root, relative), "rb") as f:
             return f.read().decode("utf-8", "replace")
@@ -62,7 +61,7 @@ def is_tegra(root: str) -> bool:
     return any(entry.startswith("nvidia,tegra") for entry in compatible.split("\0"))
 
 
-def parse_release(text: str) -> Optional[str]:
+def parse_release(text: str) -> "Optional[str]":
     """`35.4.1` from the first line of /etc/nv_tegra_release; None when it is not in that form."""
     import re  # only on a Tegra: with enum, about 4 ms of `tfgpu run` start-up elsewhere
 
@@ -70,7 +69,7 @@ def parse_release(text: str) -> Optional[str]:
     return f"{m.group(1)}.{m.group(2)}.{m.group(3)}" if m else None
 
 
-def parse_meminfo(text: str) -> Dict[str, int]:
+def parse_meminfo(text: str) -> "Dict[str, int]":
     """Fields of /proc/meminfo in kB (those given in kB)."""
     import re  # only on a Tegra (parse_release)
 
@@ -83,7 +82,7 @@ def parse_meminfo(text: str) -> Dict[str, int]:
     return out
 
 
-def parse_jetpack(dpkg_status: str) -> Optional[str]:
+def parse_jetpack(dpkg_status: str) -> "Optional[str]":
     """The `nvidia-jetpack` package's version (`5.1.2-b104` -> `5.1.2`), if dpkg lists it."""
     for stanza in dpkg_status.split("\n\n"):
         fields = dict(
@@ -108,12 +107,12 @@ class TegraReport(NvmlReport):
         self.unified_total_mib: Optional[float] = None
         self.available_mib: Optional[float] = None
 
-    def driver_json(self) -> Dict[str, object]:
+    def driver_json(self) -> "Dict[str, object]":
         out = super().driver_json()
         out["note"] = "Tegra: the GPU driver is part of L4T; NVML does not exist there"
         return out
 
-    def tegra_json(self) -> Dict[str, object]:
+    def tegra_json(self) -> "Dict[str, object]":
         return {
             "l4t_release": self.l4t_release,
             "jetpack": self.jetpack,
@@ -125,7 +124,7 @@ class TegraReport(NvmlReport):
         }
 
 
-def query(environ: Optional[Mapping[str, str]] = None) -> Optional[TegraReport]:
+def query(environ: "Optional[Mapping[str, str]]" = None) -> "Optional[TegraReport]":
     """The Tegra facts under the sysroot, or None when this is not a Jetson."""
     root = sysroot(environ)
     if not is_tegra(root):
@@ -149,7 +148,7 @@ def query(environ: Optional[Mapping[str, str]] = None) -> Optional[TegraReport]:
     return report
 
 
-def device_report(environ: Optional[Mapping[str, str]] = None) -> NvmlReport:
+def device_report(environ: "Optional[Mapping[str, str]]" = None) -> "NvmlReport":
     """Tegra's facts on a Jetson, else NVML's: what the runtime sizes caps and percentages by."""
     report = query(environ)
     if report is not None:
@@ -163,7 +162,7 @@ def is_report(report: object) -> bool:
     return bool(getattr(report, "tegra", False))
 
 
-def describe(report: TegraReport) -> str:
+def describe(report: "TegraReport") -> str:
     """The summary line: what the device is and that its memory is the CPU's too."""
     l4t = f"L4T R{report.l4t_release}" if report.l4t_release else "L4T release unknown"
     jetpack = f"JetPack {report.jetpack}" if report.jetpack else "JetPack unknown"
@@ -176,7 +175,7 @@ def describe(report: TegraReport) -> str:
     )
 
 
-def metric_families(report: TegraReport, family: Any) -> Iterator[Any]:
+def metric_families(report: "TegraReport", family: "Any") -> "Iterator[Any]":
     """Device-level figures on a Jetson: the unified memory as /proc/meminfo gives it (all
     processes, CPU and GPU alike). Nothing per GPU: the platform offers no NVML figures."""
     if report.unified_total_mib is None:
@@ -198,12 +197,12 @@ def metric_families(report: TegraReport, family: Any) -> Iterator[Any]:
     yield available
 
 
-def json_part(report: NvmlReport) -> Dict[str, object]:
+def json_part(report: "NvmlReport") -> "Dict[str, object]":
     """`{"tegra": {...}}` for `tfgpu check --json` on a Jetson; nothing elsewhere."""
     return {"tegra": report.tegra_json()} if isinstance(report, TegraReport) else {}
 
 
-def facts_lines(facts: Mapping[str, Any]) -> List[str]:
+def facts_lines(facts: "Mapping[str, Any]") -> "List[str]":
     """`tfgpu check`'s lines for the device (from json_part's value), in place of the NVIDIA
     driver's."""
     lines = [
