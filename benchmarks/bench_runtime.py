@@ -5,7 +5,9 @@
    the .pth hook) installed vs an identical venv without it. Goal: < 2 ms added.
 2. `tfgpu run -- true` (the image's entrypoint) vs `true`, and vs `python -c pass` of the same
    interpreter, which is the floor of any Python entrypoint. Goal: < 15 ms added over `true`
-   (issue 20). Once with no TF_GPU_* variables, once with those the images set (2b).
+   (issue 20). Once with no TF_GPU_* variables, once with those the images set (2b), and
+   where this host lets us (root, util-linux unshare) as PID 1 of a new PID namespace (2c),
+   as in a container started without --init: all three commands under `unshare --pid --fork`.
 
 Runs are interleaved (A, B, A, B…) so drift on a shared machine hits both sides alike;
 medians of many runs, and the ratios of medians taken in the same run. Where `python -c pass`
@@ -83,13 +85,12 @@ def compare_hook(with_py: str, without_py: str, env: dict[str, str], runs: int) 
     print(added("the hook adds", m["with"], m["without"], HOOK_GOAL_MS) + f"  [{runs} runs each]")
 
 
-def compare_run(name: str, py: str, tfgpu: str, env: dict[str, str], runs: int) -> None:
+def compare_run(
+    name: str, py: str, tfgpu: str, env: dict[str, str], runs: int, prefix: tuple[str, ...] = ()
+) -> None:
     true = "/bin/true" if os.path.exists("/bin/true") else "true"
-    m = medians(
-        {"true": [true], "python": [py, "-c", "pass"], "tfgpu": [tfgpu, "run", "--", true]},
-        env,
-        runs,
-    )
+    commands = {"true": [true], "python": [py, "-c", "pass"], "tfgpu": [tfgpu, "run", "--", true]}
+    m = medians({k: [*prefix, *cmd] for k, cmd in commands.items()}, env, runs)
     print(name)
     print(f"  true                  median {m['true']:7.2f} ms")
     print(f"  python -c pass        median {m['python']:7.2f} ms  (tfgpu's interpreter)")
@@ -162,6 +163,18 @@ def main() -> int:
             {**env, **IMAGE_ENV},
             args.runs,
         )
+        unshare = ("unshare", "--pid", "--fork")
+        if subprocess.run([*unshare, "true"], capture_output=True).returncode == 0:
+            compare_run(
+                "2c. as PID 1, the image's variables (each command under unshare --pid --fork)",
+                with_py,
+                tfgpu,
+                {**env, **IMAGE_ENV},
+                args.runs,
+                unshare,
+            )
+        else:
+            print("2c. as PID 1: skipped (unshare --pid --fork needs root and util-linux)")
     return 0
 
 
