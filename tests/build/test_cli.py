@@ -16,7 +16,7 @@ import yaml
 
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli import COMMANDS
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 
 COMMAND_NAMES = [command.name for command in COMMANDS]
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tfgpu_kit import k8s
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 
 NAME = "k8s"
 HELP = (
@@ -36,7 +36,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # cli.py sets DESCRIPTION and the exit codes as epilog; the examples go first.
+    # the parser (cli/__init__.py) sets DESCRIPTION, the exit codes are the epilog; examples first.
     parser.epilog = EPILOG + "\n" + (parser.epilog or "")
     _what_arguments(parser.add_argument_group("what to render"))
     _image_arguments(parser.add_argument_group("image"))

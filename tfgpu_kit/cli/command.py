@@ -1,7 +1,7 @@
-"""build.py's sub-commands, one module each: arguments → one call into the domain → output.
+"""The shape of every build.py sub-command: arguments → one call into the domain → output.
 
-Each module ends with `COMMAND = Command(...)`; tfgpu_kit/cli.py imports them by name (not by a
-string), so mypy checks every command against this shape."""
+Each command module ends with `COMMAND = Command(...)`; tfgpu_kit/cli/__init__.py imports them by
+name (not by a string), so mypy checks every command against this shape."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from tfgpu_kit import bake_request
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 from tfgpu_kit.flag_values import path_flag
 
 NAME = "bake"

@@ -14,7 +14,7 @@ import argparse
 
 from tfgpu_kit import lock_refresh
 from tfgpu_kit import spec as specs
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 
 NAME = "lock"
 HELP = "lock the images' wheels (CUDA wheels, extras, pip) and, with --bases, the bases' digests"

@@ -1,6 +1,6 @@
-"""build.py's command line: argparse, one module per sub-command under tfgpu_kit/commands/.
+"""build.py's command line: the argparse parser here, one module per sub-command beside it.
 
-Each command module ends with `COMMAND = Command(...)` (tfgpu_kit/commands/__init__.py); to add a
+Each command module ends with `COMMAND = Command(...)` (tfgpu_kit/cli/command.py); to add a
 command, import its module here and add it to COMMANDS. Data goes to stdout, logs to stderr; a
 KitError prints its message (no traceback) and exits with its code (tfgpu_kit/errors.py)."""
 
@@ -12,8 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from tfgpu_kit import log as kitlog
-from tfgpu_kit.commands import (
-    Command,
+from tfgpu_kit.cli import (
     bake,
     build,
     driver_check,
@@ -24,6 +23,7 @@ from tfgpu_kit.commands import (
     render,
     verify,
 )
+from tfgpu_kit.cli.command import Command
 from tfgpu_kit.errors import EXIT_IO, EXIT_USAGE, KitError
 from tfgpu_kit.yamlfile import shown
 

@@ -7,7 +7,7 @@ import argparse
 
 from tfgpu_kit import driver_report
 from tfgpu_kit import spec as specs
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 
 NAME = "check"
 HELP = "verdict per TensorFlow version for a driver (default: the local one, through NVML)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 from tfgpu_kit.fleet_budget import planner
 from tfgpu_kit.fleet_budget.planner import DEFAULT_OVERHEAD
 
@@ -37,7 +37,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # cli.py sets DESCRIPTION and the exit codes as epilog; the examples go first.
+    # the parser (cli/__init__.py) sets DESCRIPTION, the exit codes are the epilog; examples first.
     parser.epilog = EPILOG + "\n" + (parser.epilog or "")
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="compose files or Kubernetes manifests"

@@ -6,7 +6,7 @@ import argparse
 
 from tfgpu_kit import matrix_table
 from tfgpu_kit import spec as specs
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 
 NAME = "matrix"
 HELP = "print the TensorFlow → CUDA/cuDNN/Python/driver/architecture table"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tfgpu_kit import build_request
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
 

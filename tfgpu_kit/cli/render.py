@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from tfgpu_kit import dockerfiles_folder, render
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 from tfgpu_kit.flag_values import path_flag
 
 NAME = "render"

@@ -7,7 +7,7 @@ import argparse
 
 from tfgpu_kit import spec as specs
 from tfgpu_kit import verify_images
-from tfgpu_kit.commands import Command
+from tfgpu_kit.cli.command import Command
 
 NAME = "verify"
 HELP = "check what built images really hold, and that their TensorFlow registers a GPU"
