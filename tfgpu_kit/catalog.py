@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfgpu_kit import compat_rules, cudagap, name_rules
+from tfgpu_kit import cudagap, name_rules
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, JetsonEntry, Spec, Variant
 from tfgpu_kit.versions import Version
@@ -27,7 +27,7 @@ class Image:
     base_python: str
     repository: str
     newest: bool
-    req: compat_rules.Requirements | None
+    req: cudagap.Requirements | None
     # this version's own extra packages (images.yaml versions[N].pip/.apt)
     version_pip: tuple[str, ...] = ()
     version_apt: tuple[str, ...] = ()
@@ -129,7 +129,7 @@ class Official:
     """What only images.yaml's images have: a variant, and what their TensorFlow needs."""
 
     variant: Variant
-    req: compat_rules.Requirements
+    req: cudagap.Requirements
     gap: cudagap.Gap
 
 
@@ -170,7 +170,7 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
         v = Version.parse(offered.version)
         newest_patch[v.major_minor] = max(v, newest_patch.get(v.major_minor, v))
     reqs = {
-        offered.version: compat_rules.requirements(spec, offered.version, override=cuda_source)
+        offered.version: cudagap.requirements(spec, offered.version, override=cuda_source)
         for offered in spec.images.versions
     }
     for offered in spec.images.versions:

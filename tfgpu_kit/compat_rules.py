@@ -16,8 +16,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from tfgpu_kit import cudagap
-from tfgpu_kit.spec import CudaSource, Spec, TensorFlowBuild
+from tfgpu_kit.cudagap import Requirements, requirements
+from tfgpu_kit.spec import Spec, TensorFlowBuild
 from tfgpu_kit.versions import Arch, Version, is_branch_only, parse_arch_code
 
 
@@ -37,68 +37,6 @@ class ArchCoverage(enum.StrEnum):
     PTX = "ptx"
     NONE = "none"
     UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Requirements:
-    """What one image's TensorFlow needs from the host driver, for the CUDA libraries it will load
-    there: the base's own or the `[and-cuda]` wheels the image adds (`gap`)."""
-
-    tensorflow: str
-    cuda: Version  # CUDA release of the libraries TensorFlow loads in the image
-    cudnn: Version  # cuDNN TensorFlow loads in the image
-    driver_min: Version  # that CUDA release's own minimum driver
-    compat_floor: Version  # its major's minor-version-compatibility floor
-    build_cuda: Version  # what TensorFlow was built with (matrix.yaml)
-    build_cudnn: Version
-    require_cuda: str  # the image's NVIDIA_REQUIRE_CUDA
-    gap: cudagap.Gap | None = None  # None for a version whose base bases.yaml does not describe
-    tf_keras: str | None = None  # the locked tf-keras pin its images carry (matrix.yaml tf_keras)
-
-
-def nvidia_require_cuda(cuda: Version, floor: Version, base_require: str | None = None) -> str:
-    """The NVIDIA_REQUIRE_CUDA of an image whose TensorFlow loads CUDA `cuda`.
-
-    libnvidia-container (src/cli/dsl.c, legacy mode) reads space-separated alternatives of
-    comma-separated conditions. The first alternative is the minor-version-compatibility floor of
-    the CUDA major: `cuda>=12.0,driver>=525.60.13` (`cuda` is the CUDA version the host driver
-    supports; dsl.c reads each version component with strtoumax, so `450.80.02` is accepted).
-    `base_require` is the base's own value (bases.yaml): its `brand=…,driver…` alternatives admit
-    older data-centre branches through the base's cuda-compat package (forward compatibility); they
-    are kept only when the caller knows that package serves this CUDA major. See docs/build.md."""
-    value = f"cuda>={cuda.major}.0,driver>={floor}"
-    if base_require:
-        brands = [term for term in base_require.split() if term.lower().startswith("brand=")]
-        value = " ".join([value, *brands])
-    return value
-
-
-def requirements(spec: Spec, tf: str, *, override: CudaSource | None = None) -> Requirements:
-    """The requirements of TensorFlow `tf`'s images (bases.yaml, images.yaml cuda_source or
-    `override`); raises SpecError as cudagap.assess does."""
-    build = spec.matrix.tensorflow[tf]
-    build_cuda, build_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
-    gap = cudagap.assess(spec, tf, override=override) if tf in spec.bases.versions else None
-    cuda, cudnn = (gap.cuda, gap.cudnn) if gap else (build_cuda, build_cudnn)
-    floor = Version.parse(spec.matrix.cuda_majors[str(cuda.major)].compat_floor)
-    base_require = None
-    if gap is not None:
-        recipe = spec.base_recipe(tf)
-        compat = Version.parse(recipe.cuda_compat) if recipe.cuda_compat else None
-        if compat is not None and compat.major == cuda.major:
-            base_require = recipe.env["NVIDIA_REQUIRE_CUDA"]
-    return Requirements(
-        tensorflow=tf,
-        cuda=cuda,
-        cudnn=cudnn,
-        driver_min=Version.parse(spec.matrix.cuda[str(cuda)].driver_min),
-        compat_floor=floor,
-        build_cuda=build_cuda,
-        build_cudnn=build_cudnn,
-        require_cuda=nvidia_require_cuda(cuda, floor, base_require),
-        gap=gap,
-        tf_keras=build.tf_keras,
-    )
 
 
 def arch_coverage(build: TensorFlowBuild, arch: Arch) -> ArchCoverage:

@@ -1,4 +1,6 @@
-"""What an official base image lacks for its TensorFlow, and where the image's CUDA comes from.
+"""What an official base image lacks for its TensorFlow, where the image's CUDA comes from, and what
+that CUDA asks of the host driver (the image's Requirements, which tfgpu_kit/compat_rules.py judges
+a driver against).
 
 The official `tensorflow/tensorflow:X-gpu` images ship system CUDA and cuDNN from apt and a plain
 `pip install tensorflow` (images/bases.yaml). TensorFlow loads whatever CUDA and cuDNN it finds, and
@@ -10,7 +12,8 @@ release may lack functions the build calls.
 
 Where the base falls short, the image installs the NVIDIA wheels of TensorFlow's own `[and-cuda]`
 extra (images/matrix.yaml `and_cuda`: one CUDA release), as `pip install tensorflow[and-cuda]`
-would.
+would. The CUDA the image ends up with sets the driver it needs: that release's own minimum, its
+major's minor-version-compatibility floor, and the image's NVIDIA_REQUIRE_CUDA.
 """
 
 from __future__ import annotations
@@ -160,4 +163,66 @@ def assess(spec: Spec, tensorflow: str, *, override: CudaSource | None = None) -
     cudnn = Version.parse(".".join(str(p) for p in (*cudnn_wheel.parts, 0, 0)[:3]))
     return Gap(
         tensorflow, recipe_name, components, setting, source, tuple(pins), needed_cuda, cudnn
+    )
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What one image's TensorFlow needs from the host driver, for the CUDA libraries it will load
+    there: the base's own or the `[and-cuda]` wheels the image adds (`gap`)."""
+
+    tensorflow: str
+    cuda: Version  # CUDA release of the libraries TensorFlow loads in the image
+    cudnn: Version  # cuDNN TensorFlow loads in the image
+    driver_min: Version  # that CUDA release's own minimum driver
+    compat_floor: Version  # its major's minor-version-compatibility floor
+    build_cuda: Version  # what TensorFlow was built with (matrix.yaml)
+    build_cudnn: Version
+    require_cuda: str  # the image's NVIDIA_REQUIRE_CUDA
+    gap: Gap | None = None  # None for a version whose base bases.yaml does not describe
+    tf_keras: str | None = None  # the locked tf-keras pin its images carry (matrix.yaml tf_keras)
+
+
+def nvidia_require_cuda(cuda: Version, floor: Version, base_require: str | None = None) -> str:
+    """The NVIDIA_REQUIRE_CUDA of an image whose TensorFlow loads CUDA `cuda`.
+
+    libnvidia-container (src/cli/dsl.c, legacy mode) reads space-separated alternatives of
+    comma-separated conditions. The first alternative is the minor-version-compatibility floor of
+    the CUDA major: `cuda>=12.0,driver>=525.60.13` (`cuda` is the CUDA version the host driver
+    supports; dsl.c reads each version component with strtoumax, so `450.80.02` is accepted).
+    `base_require` is the base's own value (bases.yaml): its `brand=…,driver…` alternatives admit
+    older data-centre branches through the base's cuda-compat package (forward compatibility); they
+    are kept only when the caller knows that package serves this CUDA major. See docs/build.md."""
+    value = f"cuda>={cuda.major}.0,driver>={floor}"
+    if base_require:
+        brands = [term for term in base_require.split() if term.lower().startswith("brand=")]
+        value = " ".join([value, *brands])
+    return value
+
+
+def requirements(spec: Spec, tf: str, *, override: CudaSource | None = None) -> Requirements:
+    """The requirements of TensorFlow `tf`'s images (bases.yaml, images.yaml cuda_source or
+    `override`); raises SpecError as `assess` does."""
+    build = spec.matrix.tensorflow[tf]
+    build_cuda, build_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
+    gap = assess(spec, tf, override=override) if tf in spec.bases.versions else None
+    cuda, cudnn = (gap.cuda, gap.cudnn) if gap else (build_cuda, build_cudnn)
+    floor = Version.parse(spec.matrix.cuda_majors[str(cuda.major)].compat_floor)
+    base_require = None
+    if gap is not None:
+        recipe = spec.base_recipe(tf)
+        compat = Version.parse(recipe.cuda_compat) if recipe.cuda_compat else None
+        if compat is not None and compat.major == cuda.major:
+            base_require = recipe.env["NVIDIA_REQUIRE_CUDA"]
+    return Requirements(
+        tensorflow=tf,
+        cuda=cuda,
+        cudnn=cudnn,
+        driver_min=Version.parse(spec.matrix.cuda[str(cuda)].driver_min),
+        compat_floor=floor,
+        build_cuda=build_cuda,
+        build_cudnn=build_cudnn,
+        require_cuda=nvidia_require_cuda(cuda, floor, base_require),
+        gap=gap,
+        tf_keras=build.tf_keras,
     )

@@ -3,7 +3,7 @@ what the kit's image of it loads, the drivers that run that, and what its base l
 
 from __future__ import annotations
 
-from tfgpu_kit import compat_rules as rules
+from tfgpu_kit import cudagap as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit import wheellock
 from tfgpu_kit.output import print_json, table

@@ -25,7 +25,7 @@ from typing import Any, cast
 from tfgpu import libs
 from tfgpu.check_report import CheckReport, LibraryInfo, TensorFlowInfo
 
-from tfgpu_kit import compat_rules
+from tfgpu_kit import cudagap
 from tfgpu_kit.spec import ROOT, CudaSource, Spec, TensorFlowBuild
 from tfgpu_kit.versions import Version
 
@@ -81,7 +81,7 @@ class Observed:
         return "io.tfgpu.tensorflow" in self.labels
 
 
-def expected_labels(req: compat_rules.Requirements, variant: str) -> dict[str, str]:
+def expected_labels(req: cudagap.Requirements, variant: str) -> dict[str, str]:
     assert req.gap is not None
     return {
         "io.tfgpu.tensorflow": req.tensorflow,
@@ -99,7 +99,7 @@ def expected_labels(req: compat_rules.Requirements, variant: str) -> dict[str, s
     }
 
 
-def expected_env(req: compat_rules.Requirements) -> dict[str, str]:
+def expected_env(req: cudagap.Requirements) -> dict[str, str]:
     return {
         "TF_GPU_MEMORY_GROWTH": "true",
         "TFGPU_IMAGE_TF": req.tensorflow,
@@ -167,7 +167,7 @@ def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
         override = CudaSource(source)
     except ValueError:
         return [Check("label io.tfgpu.cuda.source", False, f"{source!r}: not base or wheels")]
-    req = compat_rules.requirements(spec, tf, override=override)
+    req = cudagap.requirements(spec, tf, override=override)
     variant = observed.labels.get("io.tfgpu.variant", "?")
     checks = []
     for key, want in expected_labels(req, variant).items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests import nvidia_require_oracle
-from tfgpu_kit import compat_rules, spec
+from tfgpu_kit import compat_rules, cudagap, spec
 from tfgpu_kit.compat_rules import ArchCoverage, Verdict
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.spec import CudaSource
@@ -226,7 +226,7 @@ def test_require_cuda_of_a_repaired_12x_image() -> None:
     """2.21.0 loads the CUDA 12.5 wheels it adds: every driver from the 12.x floor runs them
     (minor-version compatibility), and the base's brand alternatives stay, since its
     cuda-compat-12-3 serves CUDA 12.x to older data-centre branches (forward compatibility)."""
-    req = compat_rules.requirements(SPEC, "2.21.0")
+    req = cudagap.requirements(SPEC, "2.21.0")
     assert req.require_cuda.startswith("cuda>=12.0,driver>=525.60.13 brand=tesla,driver>=470")
     assert admitted(req.require_cuda) == {
         "470.82.01 Tesla": True,  # the base's brand alternative: forward compatibility
@@ -249,7 +249,7 @@ def test_require_cuda_of_a_repaired_12x_image() -> None:
 def test_require_cuda_without_the_bases_brands() -> None:
     """2.15.0 loads CUDA 12.2 wheels on a CUDA 11.8 base: its cuda-compat-11-8 cannot serve 12.x,
     so the base's brand alternatives (450/470 branches) go, and only the 12.x floor remains."""
-    req = compat_rules.requirements(SPEC, "2.15.0")
+    req = cudagap.requirements(SPEC, "2.15.0")
     assert req.require_cuda == "cuda>=12.0,driver>=525.60.13"
     result = admitted(req.require_cuda)
     assert [k for k, ok in result.items() if ok] == [
@@ -266,7 +266,7 @@ def test_require_cuda_without_the_bases_brands() -> None:
 def test_require_cuda_for_11x_admits_its_floor() -> None:
     """2.14.0 adds CUDA 11.8 wheels (cuDNN 8.7) on the 11.8 base; `450.80.02` has a leading zero,
     which dsl.c (strtoumax) reads as 450.80.2."""
-    req = compat_rules.requirements(SPEC, "2.14.0")
+    req = cudagap.requirements(SPEC, "2.14.0")
     assert req.require_cuda.startswith("cuda>=11.0,driver>=450.80.02 brand=tesla,driver>=450")
     for driver, ok in (("450.80.02", True), ("450.80.01", False), ("455.23.05", True)):
         verdict = nvidia_require_oracle.evaluate(
@@ -277,7 +277,7 @@ def test_require_cuda_for_11x_admits_its_floor() -> None:
 
 def test_require_cuda_without_a_visible_gpu_checks_the_driver_only() -> None:
     # dsl.c: with no GPU visible every brand= and arch= condition holds
-    req = compat_rules.requirements(SPEC, "2.17.0")
+    req = cudagap.requirements(SPEC, "2.17.0")
     assert nvidia_require_oracle.evaluate(req.require_cuda, cuda="11.4", driver="470.82.01").ok
     assert not nvidia_require_oracle.evaluate(req.require_cuda, cuda="11.8", driver="520.61.05").ok
 
@@ -286,12 +286,12 @@ def test_image_requirements_follow_the_loaded_libraries() -> None:
     """Labels, tags and driver floor describe what TensorFlow loads in the image: the base's CUDA
     12.3 for 2.17.0, the 12.5 wheels for 2.21.0 (and the base's 12.3 when forced to it)."""
     assert (
-        str(compat_rules.requirements(SPEC, "2.17.0").cuda),
-        str(compat_rules.requirements(SPEC, "2.17.0").cudnn),
+        str(cudagap.requirements(SPEC, "2.17.0").cuda),
+        str(cudagap.requirements(SPEC, "2.17.0").cudnn),
     ) == ("12.3.1", "8.9.6")
-    r21 = compat_rules.requirements(SPEC, "2.21.0")
+    r21 = cudagap.requirements(SPEC, "2.21.0")
     assert (str(r21.cuda), str(r21.cudnn), str(r21.driver_min)) == ("12.5.1", "9.3.0", "555.42.06")
-    forced = compat_rules.requirements(SPEC, "2.21.0", override=CudaSource.BASE)
+    forced = cudagap.requirements(SPEC, "2.21.0", override=CudaSource.BASE)
     assert (str(forced.cuda), str(forced.cudnn), str(forced.driver_min)) == (
         "12.3.1",
         "8.9.6",

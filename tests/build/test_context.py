@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import catalog, compat_rules, context, spec, wheellock
+from tfgpu_kit import catalog, context, cudagap, spec, wheellock
 from tfgpu_kit.errors import SpecError
 
 
@@ -98,7 +98,7 @@ def _image(
     image = next(i for i in IMAGES if i.name == "2.21.0-gpu")
     req = image.req
     if not cuda:
-        req = compat_rules.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
+        req = cudagap.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
     if not tf_keras:
         req = dataclasses.replace(req, tf_keras=None)
     return dataclasses.replace(image, req=req, version_pip=version_pip)

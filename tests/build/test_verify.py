@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tfgpu_kit import compat_rules, spec, verify
+from tfgpu_kit import cudagap, spec, verify
 
 SPEC = spec.load()
-REQ = compat_rules.requirements(SPEC, "2.21.0")
+REQ = cudagap.requirements(SPEC, "2.21.0")
 REPORT: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "check-ok.json").read_text()
 )
@@ -108,7 +108,7 @@ def test_labels_and_require_cuda_compared() -> None:
 def test_labels_are_judged_by_the_cuda_source_the_image_used() -> None:
     """An image built with --cuda-source base says so; its labels must then name the base's
     CUDA 12.3 and cuDNN 8.9.6 (what TensorFlow loads there), not the wheels'."""
-    base = compat_rules.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
+    base = cudagap.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
     labels = verify.expected_labels(base, "gpu")
     assert labels["io.tfgpu.cuda"] == "12.3.1" and labels["io.tfgpu.cudnn"] == "8.9.6"
     obs = verify.Observed(labels, verify.expected_env(base), copy.deepcopy(REPORT))
