@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import IMAGES_DIR, load_yaml, validate
 
@@ -38,6 +38,20 @@ HEADER = """\
 # (FROM …@sha256:…): run `./kit render` after refreshing.
 """
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
+class BasedImage(Protocol):
+    """What the lock needs of an image (tfgpu_kit.catalog.Image is one): its name and the official
+    base it is built FROM."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def base_registry(self) -> str: ...
+
+    @property
+    def base_ref(self) -> str: ...
 
 
 class LockedBase(BaseModel):
@@ -73,22 +87,22 @@ def write(lock: BaseLock, directory: Path | None = None) -> Path:
     return path
 
 
-def official_ref(image: Image) -> str:
+def official_ref(image: BasedImage) -> str:
     """`docker.io/tensorflow/tensorflow:2.21.0-gpu`: the base as images.yaml names it."""
     return f"{image.base_registry.rstrip('/')}/{image.base_ref}"
 
 
-def refs(images: list[Image]) -> list[str]:
+def refs(images: Sequence[BasedImage]) -> list[str]:
     """The official base of each image, once, sorted."""
     return sorted({official_ref(image) for image in images})
 
 
-def missing(images: list[Image], lock: BaseLock) -> list[str]:
+def missing(images: Sequence[BasedImage], lock: BaseLock) -> list[str]:
     """Bases with no entry at all (an entry whose digest is null is not missing: it is unknown)."""
     return [ref for ref in refs(images) if ref not in lock.bases]
 
 
-def unknown(images: list[Image], lock: BaseLock) -> list[str]:
+def unknown(images: Sequence[BasedImage], lock: BaseLock) -> list[str]:
     return [ref for ref in refs(images) if ref in lock.bases and lock.bases[ref].digest is None]
 
 
@@ -121,7 +135,9 @@ class BaseDigests:
     for the bases it cannot vouch for (a mirror or the stand-ins; digests the lock does not know)
     and refuses images whose base has no entry at all."""
 
-    def __init__(self, lock: BaseLock, images: list[Image], *, base_registry: str | None) -> None:
+    def __init__(
+        self, lock: BaseLock, images: Sequence[BasedImage], *, base_registry: str | None
+    ) -> None:
         self.lock = lock
         mirror = base_registry.rstrip("/") if base_registry else None
         self.exempt = mirror is not None and any(
@@ -153,7 +169,7 @@ class BaseDigests:
         does not vouch for; None (the Dockerfile's own `@sha256:…` default) otherwise."""
         return "" if self.exempt else None
 
-    def digest(self, image: Image, local_repo_digests: list[str] | None) -> str | None:
+    def digest(self, image: BasedImage, local_repo_digests: list[str] | None) -> str | None:
         """The digest for the label (None: unknown). `local_repo_digests`: the RepoDigests
         (`repo@sha256:…`) of the local base image; [] when the local base has none (built or
         `docker load`ed here, never pulled); None when no local base was looked at (not present,

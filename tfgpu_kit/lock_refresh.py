@@ -36,7 +36,7 @@ def completeness(spec: specs.Spec) -> Completeness:
     ]
     missing += [
         f"{wheellock.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
-        for what in wheellock.missing_images(spec, wheellock.load_images())
+        for what in missing_images(spec, wheellock.load_images())
     ]
     images = catalog.images(spec)
     bases = baselock.load()
@@ -45,6 +45,35 @@ def completeness(spec: specs.Spec) -> Completeness:
         for ref in baselock.missing(images, bases)
     ]
     return Completeness(missing, len(baselock.unknown(images, bases)))
+
+
+def image_sets(spec: specs.Spec) -> dict[str, list[list[str]]]:
+    """Every (base Python, package set) the offered images need, each once."""
+    wanted: dict[str, list[list[str]]] = {}
+    for image in catalog.images(spec):
+        packages = wheellock.image_packages(list(spec.images.runtime_extras), image.pip)
+        sets = wanted.setdefault(image.base_python, [])
+        if packages not in sets:
+            sets.append(packages)
+    return wanted
+
+
+def missing_images(spec: specs.Spec, lock: wheellock.ImageLock) -> list[str]:
+    """What the lock lacks, one line each: `Python 3.11: pip` or `Python 3.11: a, b`."""
+    problems = []
+    for python, sets in sorted(
+        image_sets(spec).items(), key=lambda kv: wheellock.python_key(kv[0])
+    ):
+        entry = lock.pythons.get(python)
+        if entry is None:
+            problems.append(f"Python {python}: pip and {', '.join(sets[0]) or 'no packages'}")
+            continue
+        problems += [
+            f"Python {python}: {', '.join(p) or 'no packages'}"
+            for p in sets
+            if entry.find(p) is None
+        ]
+    return problems
 
 
 def lock_cuda(spec: specs.Spec) -> Path:
@@ -85,7 +114,7 @@ def _resolved(packages: list[str], python: str) -> dict[str, wheellock.PinnedFil
 def lock_image_wheels(spec: specs.Spec) -> Path:
     """Resolve pip and each package set per base Python and write image-wheels.lock.yaml."""
     pythons: dict[str, wheellock.PythonWheels] = {}
-    for python, sets in sorted(wheellock.image_sets(spec).items()):
+    for python, sets in sorted(image_sets(spec).items()):
         log.info("Python %s: resolving pip and %d package set(s)", python, len(sets))
         ((pin, pip_file),) = _resolved(["pip"], python).items()
         locked_sets = [

@@ -210,49 +210,21 @@ def write_images(lock: ImageLock, directory: Path | None = None) -> Path:
                     for s in sorted(entry.sets, key=lambda s: s.packages)
                 ],
             }
-            for python, entry in sorted(lock.pythons.items(), key=lambda kv: _python_key(kv[0]))
+            for python, entry in sorted(lock.pythons.items(), key=lambda kv: python_key(kv[0]))
         }
     }
     path.write_text(IMAGE_HEADER + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 
 
-def _python_key(python: str) -> tuple[int, ...]:
+def python_key(python: str) -> tuple[int, ...]:
+    """`3.11` -> (3, 11): Pythons in numeric order (3.8 before 3.11)."""
     return tuple(int(part) for part in python.split(".") if part.isdecimal())
 
 
 def image_packages(runtime_extras: Sequence[str], image_pip: Sequence[str]) -> list[str]:
     """The set of packages an image's context asks for (the lock's key), sorted."""
     return sorted({*runtime_extras, *image_pip})
-
-
-def image_sets(spec: Spec) -> dict[str, list[list[str]]]:
-    """Every (base Python, package set) the offered images need, each once."""
-    from tfgpu_kit import catalog  # catalog imports the matrix rules; keep this module light
-
-    wanted: dict[str, list[list[str]]] = {}
-    for image in catalog.images(spec):
-        packages = image_packages(list(spec.images.runtime_extras), image.pip)
-        sets = wanted.setdefault(image.base_python, [])
-        if packages not in sets:
-            sets.append(packages)
-    return wanted
-
-
-def missing_images(spec: Spec, lock: ImageLock) -> list[str]:
-    """What the lock lacks, one line each: `Python 3.11: pip` or `Python 3.11: a, b`."""
-    problems = []
-    for python, sets in sorted(image_sets(spec).items(), key=lambda kv: _python_key(kv[0])):
-        entry = lock.pythons.get(python)
-        if entry is None:
-            problems.append(f"Python {python}: pip and {', '.join(sets[0]) or 'no packages'}")
-            continue
-        problems += [
-            f"Python {python}: {', '.join(p) or 'no packages'}"
-            for p in sets
-            if entry.find(p) is None
-        ]
-    return problems
 
 
 def wheel_set(lock: ImageLock, python: str, packages: list[str], image: str) -> WheelSet:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import catalog, context, cudagap, spec, wheellock
+from tfgpu_kit import catalog, context, cudagap, lock_refresh, spec, wheellock
 from tfgpu_kit.errors import SpecError
 
 
@@ -300,7 +300,7 @@ def test_the_committed_image_lock_covers_every_image() -> None:
     """`build.py lock --check` would pass: each base Python has pip and the extras' set; each
     locked pin names its file."""
     lock = wheellock.load_images()
-    assert wheellock.missing_images(SPEC, lock) == []
+    assert lock_refresh.missing_images(SPEC, lock) == []
     assert set(lock.pythons) == {image.base_python for image in IMAGES}
     for entry in lock.pythons.values():
         assert entry.pip.pin.startswith("pip==")
@@ -317,7 +317,7 @@ def test_a_new_package_makes_the_lock_incomplete(tmp_path: Path) -> None:
     changed = SPEC.model_copy(
         update={"images": SPEC.images.model_copy(update={"runtime_extras": [*EXTRAS, "rich"]})}
     )
-    assert wheellock.missing_images(changed, lock) == [
+    assert lock_refresh.missing_images(changed, lock) == [
         "Python 3.8: nvidia-ml-py, prometheus-client, rich",
         "Python 3.11: nvidia-ml-py, prometheus-client, rich",
     ]
