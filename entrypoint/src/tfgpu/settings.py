@@ -12,10 +12,10 @@ Grammar (documented in docs/runtime.md):
 """
 
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
-# No `re` here (`tfgpu run` start-up: with enum, functools and collections it is about 4-5 ms of
-# the entrypoint's ~8, measured with benchmarks/bench_runtime.py): the grammar is parsed by hand.
-# tfgpu.recovery_rule and tfgpu.tf_config import `re`, so they are imported only when one of
-# their variables is set (_wants_recovery, _wants_cluster) or when their names are asked for.
+# No `re` here: with enum, functools and collections it was ~5 ms of the ~8-10 that `tfgpu run`
+# added to `python -c pass` (-X importtime, benchmarks/bench_runtime.py), so the grammar is
+# parsed by hand. tfgpu.recovery_rule and tfgpu.tf_config import `re`: they are imported only
+# when one of their variables is set (_wants), or when their names are asked for (__getattr__).
 from tfgpu import is_disabled
 from tfgpu.errors import ConfigError
 

@@ -63,7 +63,7 @@ def is_tegra(root: str) -> bool:
 
 def parse_release(text: str) -> "Optional[str]":
     """`35.4.1` from the first line of /etc/nv_tegra_release; None when it is not in that form."""
-    import re  # only on a Tegra: with enum, about 4 ms of `tfgpu run` start-up elsewhere
+    import re  # only on a Tegra: with enum, ~5 ms of `tfgpu run` start-up elsewhere
 
     m = re.search(_RELEASE, text)
     return f"{m.group(1)}.{m.group(2)}.{m.group(3)}" if m else None
