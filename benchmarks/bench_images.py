@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import posixpath
 import statistics
 import subprocess
 import sys
@@ -65,9 +66,18 @@ def compressed_layers(refs: list[str]) -> dict[str, dict[str, int]]:
         with tarfile.open(fileobj=saved, mode="r:") as archive:
             manifest = json.load(archive.extractfile("manifest.json"))  # type: ignore[arg-type]
             wanted = {layer for entry in manifest for layer in entry["Layers"]}
+            links: dict[str, str] = {}  # docker save links a layer it holds twice to the first
             for member in archive:
-                if member.name in wanted and member.isfile():
+                layer = member.name in wanted or member.name.endswith("/layer.tar")
+                if member.isfile() and layer:
                     sizes[member.name] = _gzip_size(archive.extractfile(member))
+                elif member.issym():
+                    target = posixpath.normpath(
+                        posixpath.join(posixpath.dirname(member.name), member.linkname)
+                    )
+                    links[member.name] = target
+    for name, target in links.items():
+        sizes[name] = sizes[target]
     by_tag = {tag: entry["Layers"] for entry in manifest for tag in entry.get("RepoTags") or []}
     return {ref: {layer: sizes[layer] for layer in by_tag[ref]} for ref in refs}
 
