@@ -63,6 +63,13 @@ def build(request: BuildRequest) -> int:
             " L4T (Jetson) ones",
             hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
         )
+    if request.cuda_source and (slim := [i.name for i in images if i.slim]):
+        raise UsageError(
+            f"--cuda-source {request.cuda_source} does not apply to {', '.join(slim)}: the slim"
+            " base has no CUDA of its own, so its images always add the [and-cuda] wheels",
+            hint="select the images of the official bases, e.g. build.py build 2.21.0-gpu"
+            f" --cuda-source {request.cuda_source}",
+        )
     if not jetson:
         # before anything is fetched or built: a base whose Python the runtime does not support
         # would only fail at pip install, deep in the Docker build
@@ -77,5 +84,5 @@ def build(request: BuildRequest) -> int:
             )
             return EXIT_FAILED
     if request.dry_run:
-        return image_builds.dry_run(images, options)
+        return image_builds.dry_run(spec, images, options)
     return image_builds.build_images(spec, images, options)

@@ -3,11 +3,12 @@ and one per Jetson entry of l4t.yaml, with their tags."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from tfgpu_kit import cudagap, name_rules
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, JetsonEntry, Spec, Variant
+from tfgpu_kit import cudagap, name_rules, wheellock
+from tfgpu_kit.errors import SpecError, UsageError
+from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, JetsonEntry, Spec, Variant, VariantBase
 from tfgpu_kit.versions import Version
 
 JETSON = "l4t"  # the Jetson images' variant name: `build.py build l4t`, bake's group `l4t`
@@ -35,11 +36,21 @@ class Image:
     newest_of_minor: bool = True
     jetson: JetsonEntry | None = None
     platform: str | None = None  # None: the engine's own (linux/amd64)
+    # the slim variant's base tag (bases.yaml `slim`): FROM Python alone, not a TensorFlow image
+    slim_tag: str | None = None
+
+    @property
+    def slim(self) -> bool:
+        """On the slim base: the image installs TensorFlow itself (pip) and always the wheels."""
+        return self.slim_tag is not None
 
     @property
     def pip(self) -> list[str]:
-        """Extra pip packages: the variant's, then the version's (a repeated entry once)."""
-        return list(dict.fromkeys([*(self.variant.pip if self.variant else []), *self.version_pip]))
+        """Extra pip packages: TensorFlow on the slim base, the variant's, then the version's (a
+        repeated entry once)."""
+        own = [f"tensorflow=={self.tensorflow}"] if self.slim else []
+        variant = self.variant.pip if self.variant else []
+        return list(dict.fromkeys([*own, *variant, *self.version_pip]))
 
     @property
     def apt(self) -> list[str]:
@@ -58,6 +69,8 @@ class Image:
     def base_tag(self) -> str:
         if self.jetson:
             return self.jetson.base_tag
+        if self.slim_tag is not None:
+            return self.slim_tag
         return f"{self.tensorflow}{self.official.variant.base_suffix}"
 
     @property
@@ -173,26 +186,64 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
         offered.version: cudagap.requirements(spec, offered.version, override=cuda_source)
         for offered in spec.images.versions
     }
+    slim_newest = {
+        name: _slim_newest(variant.versions)
+        for name, variant in spec.images.variants.items()
+        if variant.versions is not None
+    }
     for offered in spec.images.versions:
         version = Version.parse(offered.version)
         for variant_name, variant in spec.images.variants.items():
-            found.append(
-                Image(
-                    tensorflow=offered.version,
-                    variant_name=variant_name,
-                    variant=variant,
-                    base_registry=spec.images.base.registry,
-                    base_repository=spec.images.base.repository,
-                    base_python=spec.base_recipe(offered.version).python,
-                    repository=spec.images.repository,
-                    newest=offered.version == newest,
-                    req=reqs[offered.version],
-                    version_pip=tuple(offered.pip),
-                    version_apt=tuple(offered.apt),
-                    newest_of_minor=version == newest_patch[version.major_minor],
-                )
+            image = Image(
+                tensorflow=offered.version,
+                variant_name=variant_name,
+                variant=variant,
+                base_registry=spec.images.base.registry,
+                base_repository=spec.images.base.repository,
+                base_python=spec.base_recipe(offered.version).python,
+                repository=spec.images.repository,
+                newest=offered.version == newest,
+                req=reqs[offered.version],
+                version_pip=tuple(offered.pip),
+                version_apt=tuple(offered.apt),
+                newest_of_minor=version == newest_patch[version.major_minor],
             )
+            if variant.base is VariantBase.SLIM:
+                if offered.version not in (variant.versions or []):
+                    continue
+                image = _on_slim_base(spec, image, slim_newest[variant_name])
+            found.append(image)
     return found
+
+
+def _slim_newest(versions: list[str] | None) -> dict[str, bool]:
+    """Per listed version: whether it is the newest of the slim variant (its `latest-` tag)."""
+    listed = [Version.parse(v) for v in versions or []]
+    top = max(listed) if listed else None
+    return {str(v): v == top for v in listed}
+
+
+def _on_slim_base(spec: Spec, image: Image, newest: dict[str, bool]) -> Image:
+    """`image` moved onto bases.yaml's slim base, which has no CUDA: it installs TensorFlow and
+    always the [and-cuda] wheels. The version must be one whose official base needs them."""
+    slim = spec.bases.slim
+    assert slim is not None  # spec.load checks it for a slim variant
+    official = image.official.gap
+    if cudagap.assess(spec, image.tensorflow).source is not CudaSource.WHEELS:
+        raise SpecError(
+            f"images.yaml: variants.{image.variant_name}.versions lists {image.tensorflow}, whose"
+            f" official base provides what its TensorFlow needs ({official.describe()}): the slim"
+            " variant is for the versions whose base cannot use its own CUDA",
+            hint="remove it from the slim variant's versions",
+        )
+    return dataclasses.replace(
+        image,
+        base_repository=slim.repository,
+        base_python=slim.python,
+        req=cudagap.requirements(spec, image.tensorflow, slim=True),
+        newest=newest[image.tensorflow],
+        slim_tag=slim.tag,
+    )
 
 
 def jetson_images(spec: Spec) -> list[Image]:
@@ -221,3 +272,24 @@ def jetson_images(spec: Spec) -> list[Image]:
 def every_image(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
     """images() and then jetson_images(): what `render`, `build` and `bake` choose from."""
     return images(spec, cuda_source=cuda_source) + jetson_images(spec)
+
+
+def locked_additions(
+    spec: Spec, image: Image, cuda_lock: wheellock.Lock, images_lock: wheellock.ImageLock
+) -> tuple[wheellock.Added, float]:
+    """What `image` adds to its base by the locks (TensorFlow with its dependencies on the slim
+    base, the CUDA wheels, tf-keras), and its variant's budget in MiB for the rest (the kit's
+    layers); SpecError when a lock lacks the image's entries."""
+    variant = image.official.variant
+    locked_set = None
+    if image.slim:
+        packages = wheellock.image_packages(spec.images.runtime_extras, image.pip)
+        locked_set = wheellock.wheel_set(images_lock, image.base_python, packages, image.name)
+    try:
+        adds = wheellock.added(cuda_lock, locked_set, image.cuda_wheels, image.tf_keras)
+    except KeyError as exc:
+        raise SpecError(
+            f"{wheellock.LOCK_NAME} has no entry for {exc.args[0]} (image {image.name})",
+            hint="run `build.py lock`",
+        ) from None
+    return adds, variant.max_added_mib

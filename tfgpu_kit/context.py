@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +82,21 @@ def build_runtime_wheel(dest: Path, source: Path = RUNTIME_SOURCE) -> Path:
 # manylinux2014 (glibc 2.17, also spelt manylinux_2_17) runs on every base; pip adds the older
 # manylinux2010 and manylinux1 to it by itself.
 WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
+# The images' own package sets (image-wheels.lock.yaml: the extras, pip lists, and on the slim base
+# TensorFlow with its dependencies, whose 2.21 wheel is manylinux_2_27) may use any glibc up to the
+# oldest base's: Ubuntu 20.04's 2.31 (the 2.12/2.13 bases). pip does not expand a manylinux_2_X
+# tag to the older ones (only the legacy aliases), so each is listed. The CUDA wheels keep
+# WHEEL_PLATFORMS: their locked files are the manylinux2014 ones.
+IMAGE_WHEEL_PLATFORMS = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(31, 16, -1)),
+    "manylinux2014_x86_64",
+)
 
 
-def target_args(python: str) -> list[str]:
+def target_args(python: str, platforms: Sequence[str] = WHEEL_PLATFORMS) -> list[str]:
     """pip's flags selecting wheels for CPython `python` (X.Y) on the bases' platform."""
     major, minor = python.split(".")[:2]
-    platforms = [arg for platform in WHEEL_PLATFORMS for arg in ("--platform", platform)]
+    platforms = [arg for platform in platforms for arg in ("--platform", platform)]
     return [
         "--only-binary=:all:",
         *platforms,
@@ -99,13 +109,19 @@ def target_args(python: str) -> list[str]:
     ]
 
 
-def fetch(packages: list[str], python: str, *, deps: bool = True) -> Path:
+def fetch(
+    packages: list[str],
+    python: str,
+    *,
+    deps: bool = True,
+    platforms: Sequence[str] = WHEEL_PLATFORMS,
+) -> Path:
     """Fill the wheel cache with `packages` (and their dependencies, unless `deps` is False) for
     the target Python: offline from the cache when it has them, else from the index. Returns the
     cache directory."""
     cache = cache_dir() / f"py{python}"
     cache.mkdir(parents=True, exist_ok=True)
-    into_cache = [*target_args(python), "--dest", str(cache), "--quiet"]
+    into_cache = [*target_args(python, platforms), "--dest", str(cache), "--quiet"]
     if not deps:
         into_cache.append("--no-deps")
     try:
@@ -122,14 +138,21 @@ def fetch(packages: list[str], python: str, *, deps: bool = True) -> Path:
 
 
 def resolve(packages: list[str], python: str) -> list[Path]:
-    """`build.py lock`: resolve `packages` for the target Python afresh from the index (not the
-    cache, which may hold older releases); the wheels of the whole resolution, copied into the
-    cache (so that the build after the lock finds them offline)."""
+    """`build.py lock`: resolve an image's package set for the target Python afresh from the
+    index (not the cache, which may hold older releases); the wheels of the whole resolution,
+    copied into the cache (so that the build after the lock finds them offline)."""
     cache = cache_dir() / f"py{python}"
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tfgpu-resolve-") as tmp:
         _pip(
-            ["download", *target_args(python), "--dest", tmp, "--quiet", *packages],
+            [
+                "download",
+                *target_args(python, IMAGE_WHEEL_PLATFORMS),
+                "--dest",
+                tmp,
+                "--quiet",
+                *packages,
+            ],
             f"resolving {', '.join(packages)} for Python {python}",
         )
         wheels = []
@@ -147,12 +170,19 @@ def pin_of(wheel: Path) -> str:
     return f"{_normalized(match['name'])}=={match['version']}"
 
 
-def download(packages: list[str], python: str, dest: Path, *, deps: bool = True) -> None:
+def download(
+    packages: list[str],
+    python: str,
+    dest: Path,
+    *,
+    deps: bool = True,
+    platforms: Sequence[str] = WHEEL_PLATFORMS,
+) -> None:
     """Wheels of `packages` (and their dependencies, unless `deps` is False) for the target
     Python, via the cache."""
     if not packages:
         return
-    cache = fetch(packages, python, deps=deps)
+    cache = fetch(packages, python, deps=deps, platforms=platforms)
     # Copy what the (now offline-satisfiable) resolution needs: resolve again into dest from the
     # cache.
     _pip(
@@ -161,7 +191,7 @@ def download(packages: list[str], python: str, dest: Path, *, deps: bool = True)
             "--no-index",
             "--find-links",
             str(cache),
-            *target_args(python),
+            *target_args(python, platforms),
             "--dest",
             str(dest),
             "--quiet",
@@ -215,6 +245,8 @@ class Context:
     cuda_wheels_bytes: int = 0
     # tf-keras (matrix.yaml tf_keras), unpacked: like the CUDA wheels, locked bytes the image adds
     tf_keras_bytes: int = 0
+    # on the slim base: TensorFlow and its dependencies (the image's locked set), unpacked
+    tensorflow_bytes: int = 0
 
     @property
     def cuda_wheels_mib(self) -> float:
@@ -223,6 +255,10 @@ class Context:
     @property
     def tf_keras_mib(self) -> float:
         return self.tf_keras_bytes / 2**20
+
+    @property
+    def tensorflow_mib(self) -> float:
+        return self.tensorflow_bytes / 2**20
 
 
 def assemble(
@@ -252,7 +288,10 @@ def assemble(
     (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
     cuda_wheels = list(image.cuda_wheels)
-    download([*locked.wheels, *cuda_wheels], python, wheels)
+    # the image's own set (on the slim base TensorFlow with its dependencies) may take any wheel
+    # its base's glibc runs; the CUDA wheels are the manylinux2014 files their lock names
+    download(list(locked.wheels), python, wheels, platforms=IMAGE_WHEEL_PLATFORMS)
+    download(cuda_wheels, python, wheels)
     # tf-keras's one dependency is TensorFlow, which the base has: fetched alone, so that the
     # context does not carry a second TensorFlow (pip then finds it installed in the base)
     tf_keras = [image.tf_keras] if image.tf_keras else []
@@ -276,8 +315,8 @@ def assemble(
     # the CUDA wheels and tf-keras must be the locked bytes; their size is the image's extra budget
     for pin in [*cuda_wheels, *tf_keras]:
         wheellock.verify(lock, pin, wheel_for(pin, wheels))
-    cuda_bytes = sum(lock.wheels[pin].unpacked_bytes for pin in cuda_wheels)
-    keras_bytes = sum(lock.wheels[pin].unpacked_bytes for pin in tf_keras)
+    # what it adds by the locks (on the slim base TensorFlow and its dependencies too)
+    adds = wheellock.added(lock, locked if image.slim else None, cuda_wheels, image.tf_keras)
     # Every line carries the wheel's sha256 and the image's pip step runs with --require-hashes,
     # so a wheel changed in the context after this check (a kept --contexts folder, bake's
     # .tfgpu-contexts) is refused at build time (issue 22). The locked wheels' hashes are the
@@ -289,7 +328,7 @@ def assemble(
     hashes[_normalized_pin(runtime_pin)] = wheellock.sha256(wheels / runtime_wheel.name)
     lines = [f"{pin} --hash=sha256:{hashes[_normalized_pin(pin)]}" for pin in requirements]
     (wheels / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return Context(dest, requirements, cuda_bytes, keras_bytes)
+    return Context(dest, requirements, adds.cuda_wheels, adds.tf_keras, adds.tensorflow)
 
 
 def _normalized_pin(pin: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import CudaSource, Spec
+from tfgpu_kit.spec import CudaSource, Spec, TensorFlowBuild
 from tfgpu_kit.versions import Version
 
 
@@ -31,10 +31,12 @@ class Component:
 
     name: str  # "CUDA" or "cuDNN"
     needed: Version  # the build's version (CUDA 12.5.1, cuDNN 9.3)
-    base_has: Version
+    base_has: Version | None  # None: the base has none (the slim base)
     ok: bool
 
     def describe(self) -> str:
+        if self.base_has is None:
+            return f"{self.name} {self.needed.major_minor} (has none)"
         if self.ok:
             return f"{self.name} {self.base_has}"
         if self.base_has.major != self.needed.major:
@@ -91,6 +93,8 @@ class Gap:
             if self.source is CudaSource.WHEELS:
                 text += f" (cuda_source: wheels: the image adds {self._wheels_text()} anyway)"
             return text
+        if all(c.base_has is None for c in self.components):
+            return f"base has no CUDA of its own: the image adds {self._wheels_text()}"
         lacks = " and ".join(c.describe() for c in self.components if not c.ok)
         if self.source is CudaSource.WHEELS:
             return f"base lacks {lacks}: the image adds {self._wheels_text()}"
@@ -113,7 +117,7 @@ class Gap:
                 {
                     "name": c.name,
                     "needed": str(c.needed),
-                    "base_has": str(c.base_has),
+                    "base_has": str(c.base_has) if c.base_has is not None else None,
                     "ok": c.ok,
                 }
                 for c in self.components
@@ -127,16 +131,29 @@ class Gap:
         }
 
 
-def assess(spec: Spec, tensorflow: str, *, override: CudaSource | None = None) -> Gap:
-    """Compare the official base of `tensorflow` with its build and decide the CUDA source.
+SLIM_RECIPE = "slim"  # Gap.recipe of the slim variant's base (bases.yaml `slim`)
 
-    `override` (build.py --cuda-source) wins over images.yaml's cuda_source. Raises SpecError
-    when the wheels are needed or asked for but TensorFlow has no `[and-cuda]` extra to take them
-    from."""
+
+def assess(
+    spec: Spec, tensorflow: str, *, override: CudaSource | None = None, slim: bool = False
+) -> Gap:
+    """Compare the official base of `tensorflow` (with `slim`, bases.yaml's slim base, which has
+    no CUDA) with its build and decide the CUDA source.
+
+    `override` (build.py --cuda-source) wins over images.yaml's cuda_source; neither applies to
+    the slim base, whose images always add the wheels. Raises SpecError when the wheels are needed
+    or asked for but TensorFlow has no `[and-cuda]` extra to take them from."""
     build = spec.matrix.tensorflow[tensorflow]
+    needed_cuda, needed_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
+    if slim:
+        recipe_name = SLIM_RECIPE
+        components = (
+            Component("CUDA", needed_cuda, None, False),
+            Component("cuDNN", needed_cudnn, None, False),
+        )
+        return _with_wheels(build, tensorflow, recipe_name, components, CudaSource.WHEELS)
     recipe_name = spec.bases.versions[tensorflow].recipe
     recipe = spec.bases.recipes[recipe_name]
-    needed_cuda, needed_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
     base_cuda, base_cudnn = Version.parse(recipe.cuda), Version.parse(recipe.cudnn)
     components = (
         Component("CUDA", needed_cuda, base_cuda, cuda_fits(needed_cuda, base_cuda)),
@@ -150,9 +167,21 @@ def assess(spec: Spec, tensorflow: str, *, override: CudaSource | None = None) -
         source = setting
     if source is CudaSource.BASE:
         return Gap(tensorflow, recipe_name, components, setting, source, (), base_cuda, base_cudnn)
+    return _with_wheels(build, tensorflow, recipe_name, components, setting)
+
+
+def _with_wheels(
+    build: TensorFlowBuild,
+    tensorflow: str,
+    recipe_name: str,
+    components: tuple[Component, ...],
+    setting: CudaSource,
+) -> Gap:
+    """The Gap of an image that installs TensorFlow's [and-cuda] wheels."""
     pins = list(build.and_cuda)
     cudnn_wheel = wheel_version(pins, "nvidia-cudnn-")
     if not pins or cudnn_wheel is None:
+        base_enough = all(c.ok for c in components)
         why = "cuda_source is wheels" if base_enough else "its base lacks CUDA libraries"
         raise SpecError(
             f"TensorFlow {tensorflow}: {why}, but matrix.yaml lists no [and-cuda] wheels for it"
@@ -162,7 +191,14 @@ def assess(spec: Spec, tensorflow: str, *, override: CudaSource | None = None) -
     # major.minor.patch of the wheel's version (9.3.0.75 -> 9.3.0)
     cudnn = Version.parse(".".join(str(p) for p in (*cudnn_wheel.parts, 0, 0)[:3]))
     return Gap(
-        tensorflow, recipe_name, components, setting, source, tuple(pins), needed_cuda, cudnn
+        tensorflow,
+        recipe_name,
+        components,
+        setting,
+        CudaSource.WHEELS,
+        tuple(pins),
+        Version.parse(build.cuda),
+        cudnn,
     )
 
 
@@ -200,16 +236,20 @@ def nvidia_require_cuda(cuda: Version, floor: Version, base_require: str | None 
     return value
 
 
-def requirements(spec: Spec, tf: str, *, override: CudaSource | None = None) -> Requirements:
+def requirements(
+    spec: Spec, tf: str, *, override: CudaSource | None = None, slim: bool = False
+) -> Requirements:
     """The requirements of TensorFlow `tf`'s images (bases.yaml, images.yaml cuda_source or
-    `override`); raises SpecError as `assess` does."""
+    `override`), on its official base or (`slim`) on the slim base; raises SpecError as `assess`
+    does."""
     build = spec.matrix.tensorflow[tf]
     build_cuda, build_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
-    gap = assess(spec, tf, override=override) if tf in spec.bases.versions else None
+    known = slim or tf in spec.bases.versions
+    gap = assess(spec, tf, override=override, slim=slim) if known else None
     cuda, cudnn = (gap.cuda, gap.cudnn) if gap else (build_cuda, build_cudnn)
     floor = Version.parse(spec.matrix.cuda_majors[str(cuda.major)].compat_floor)
-    base_require = None
-    if gap is not None:
+    base_require = None  # the slim base has no cuda-compat package: no brand= alternatives
+    if gap is not None and not slim:
         recipe = spec.base_recipe(tf)
         compat = Version.parse(recipe.cuda_compat) if recipe.cuda_compat else None
         if compat is not None and compat.major == cuda.major:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import baselock, context, wheellock
+from tfgpu_kit import baselock, catalog, context, wheellock
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image, base_registry
@@ -160,13 +160,15 @@ def iter_contexts(
         yield image, ctx
 
 
-def dry_run(images: list[Image], options: BuildOptions) -> int:
+def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
     from tfgpu_kit import render
 
     if images[0].jetson:
         return _dry_run_arm64(images, options)
     rows = []
+    cuda_lock, images_lock = wheellock.load(), wheellock.load_images()
     for image in images:
+        adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
         rows.append(
             {
                 "image": image.name,
@@ -179,6 +181,15 @@ def dry_run(images: list[Image], options: BuildOptions) -> int:
                 "tags": image.tags(registry=options.registry),
                 "push": bool(options.push),
                 "cuda": image.gap.as_json(),
+                # what it adds to its base, by layer, from the locks (the base's own size is not
+                # in them: `build` and `verify` measure it on the engine)
+                "adds_mib": {
+                    "tensorflow": round(adds.tensorflow / BYTES_PER_MIB, 1),
+                    "cuda_wheels": round(adds.cuda_wheels / BYTES_PER_MIB, 1),
+                    "tf_keras": round(adds.tf_keras / BYTES_PER_MIB, 1),
+                    "kit_at_most": kit_mib,
+                    "at_most": round(adds.total / BYTES_PER_MIB + kit_mib, 1),
+                },
             }
         )
     if options.as_json:
@@ -186,12 +197,13 @@ def dry_run(images: list[Image], options: BuildOptions) -> int:
     else:
         table(
             "dry run: would build",
-            ["image", "base", "CUDA", "tags"],
+            ["image", "base", "CUDA", "adds to the base (locks)", "tags"],
             [
                 [
                     str(r["image"]),
                     str(r["base"]),
                     f"{image.gap.source.value}: {image.gap.describe()}",
+                    _adds_cell(r["adds_mib"]),
                     "\n".join(image.tags(registry=options.registry)),
                 ]
                 for r, image in zip(rows, images, strict=True)
@@ -199,6 +211,16 @@ def dry_run(images: list[Image], options: BuildOptions) -> int:
         )
     log.info("dry run: %d image(s), nothing built", len(rows))
     return 0
+
+
+def _adds_cell(adds: object) -> str:
+    """`TensorFlow 1962 + CUDA wheels 2854 + tf-keras 6 + kit ≤ 120 = ≤ 4942 MiB`."""
+    assert isinstance(adds, dict)
+    names = {"tensorflow": "TensorFlow", "cuda_wheels": "CUDA wheels", "tf_keras": "tf-keras"}
+    parts = [f"{names[k]} {adds[k]:.0f}" for k in names if adds[k]]
+    return (
+        " + ".join([*parts, f"kit ≤ {adds['kit_at_most']:g}"]) + f" = ≤ {adds['at_most']:.0f} MiB"
+    )
 
 
 def _dry_run_arm64(images: list[Image], options: BuildOptions) -> int:
@@ -239,12 +261,15 @@ class Built:
     seconds: float
     cuda_wheels_mib: float = 0.0  # unpacked size of the NVIDIA wheels the image adds
     tf_keras_mib: float = 0.0  # unpacked size of tf-keras (TensorFlow 2.16+)
+    tensorflow_mib: float = 0.0  # on the slim base: TensorFlow and its dependencies, unpacked
 
     @property
     def budget_mib(self) -> float:
         """What the image may add to its base: the variant's budget for the kit's own layers,
-        plus the locked wheels' unpacked size (NVIDIA's CUDA wheels, tf-keras) when it adds them."""
-        return self.image.official.variant.max_added_mib + self.cuda_wheels_mib + self.tf_keras_mib
+        plus the locked wheels' unpacked size (NVIDIA's CUDA wheels, tf-keras, and on the slim
+        base TensorFlow with its dependencies) when it adds them."""
+        locked = self.cuda_wheels_mib + self.tf_keras_mib + self.tensorflow_mib
+        return self.image.official.variant.max_added_mib + locked
 
 
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
@@ -311,12 +336,14 @@ def over_budget(results: list[Built]) -> list[str]:
     for b in results:
         added = _added_mib(b)
         if added is not None and added > b.budget_mib:
-            extra = (
-                f" = {b.image.official.variant.max_added_mib:g} MiB for the kit"
-                f" + {mib(b.cuda_wheels_mib, 2)} MiB of NVIDIA wheels"
-                if b.cuda_wheels_mib
-                else ""
-            )
+            parts = [
+                (b.tensorflow_mib, "of TensorFlow and its dependencies"),
+                (b.cuda_wheels_mib, "of NVIDIA wheels"),
+                (b.tf_keras_mib, "of tf-keras"),
+            ]
+            extra = "".join(f" + {mib(size, 2)} MiB {what}" for size, what in parts if size)
+            if extra:
+                extra = f" = {b.image.official.variant.max_added_mib:g} MiB for the kit{extra}"
             problems.append(
                 f"{b.image.name} adds {mib(added, 2)} MiB to its base"
                 f" (budget {mib(b.budget_mib, 2)} MiB{extra})"
@@ -389,7 +416,15 @@ def _build_one(
         for ref in tags:
             dockerbuild.push(client, ref)
     return Built(
-        image, image_id, tags, size, added, timer.seconds, ctx.cuda_wheels_mib, ctx.tf_keras_mib
+        image,
+        image_id,
+        tags,
+        size,
+        added,
+        timer.seconds,
+        ctx.cuda_wheels_mib,
+        ctx.tf_keras_mib,
+        ctx.tensorflow_mib,
     )
 
 

@@ -105,8 +105,12 @@ def lock_cuda(spec: specs.Spec) -> Path:
 
 
 def _resolved(packages: list[str], python: str) -> dict[str, wheellock.PinnedFile]:
+    # a set holding TensorFlow (the slim variant's) is most of its image: its sizes are recorded
+    sized = any(p.startswith("tensorflow==") for p in packages)
     return {
-        context.pin_of(wheel): wheellock.pinned_file(wheel)
+        context.pin_of(wheel): wheellock.pinned_file(
+            wheel, context.unpacked_bytes(wheel) if sized else None
+        )
         for wheel in context.resolve(packages, python)
     }
 
@@ -122,7 +126,8 @@ def lock_image_wheels(spec: specs.Spec) -> Path:
             for packages in sets
         ]
         pythons[python] = wheellock.PythonWheels(
-            pip=wheellock.PipWheel(pin=pin, **pip_file.model_dump()), sets=locked_sets
+            pip=wheellock.PipWheel(pin=pin, file=pip_file.file, sha256=pip_file.sha256),
+            sets=locked_sets,
         )
     path = wheellock.write_images(wheellock.ImageLock(pythons=pythons))
     log.info("wrote %s: %d Pythons", path, len(pythons))

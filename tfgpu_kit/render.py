@@ -64,12 +64,15 @@ def render_image(
     try:
         template = env.get_template("Dockerfile.j2")
         if image.jetson:  # the l4t-* partials: JetPack's CUDA, no wheels, no base lock
-            return template.render(jetson=image.jetson, gap=NO_WHEELS, unpinned_apt=False, **shared)
+            return template.render(
+                jetson=image.jetson, gap=NO_WHEELS, unpinned_apt=False, slim_base=None, **shared
+            )
         official = image.official
         return template.render(
             req=official.req,
             gap=official.gap,
-            recipe=spec.base_recipe(image.tensorflow),
+            recipe=None if image.slim else spec.base_recipe(image.tensorflow),
+            slim_base=spec.bases.slim if image.slim else None,
             jupyter=official.variant.jupyter,
             unpinned_apt=any("=" not in package for package in image.apt),
             base_digest=locked_digest(image, lock),

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion
+from packaging.version import Version as PackageVersion
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -141,7 +143,22 @@ def _pinned_wheel(value: str) -> str:
     return value
 
 
+def _resolved_pin(value: str) -> str:
+    """A wheel of a lock's resolution: any PEP 440 version (certifi's 2026.10.19.post1)."""
+    name, sep, version = value.partition("==")
+    try:
+        PackageVersion(version)
+    except InvalidVersion:
+        sep = ""
+    if not sep or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise ValueError(
+            f"expected a lowercase package pinned exactly (name==1.2.3), got {value!r}"
+        )
+    return value
+
+
 VersionText = Annotated[str, AfterValidator(_version_text)]
+ResolvedPin = Annotated[str, AfterValidator(_resolved_pin)]
 PinnedWheel = Annotated[str, AfterValidator(_pinned_wheel)]
 PackageName = Annotated[str, AfterValidator(_package_name)]
 AptPackage = Annotated[str, AfterValidator(_apt_package)]
@@ -274,13 +291,29 @@ class Jupyter(_Strict):
     port: int = Field(ge=1, le=65535)
 
 
+class VariantBase(enum.StrEnum):
+    """What a variant is built FROM (images.yaml variants.<name>.base)."""
+
+    OFFICIAL = "official"  # tensorflow/tensorflow:X{base_suffix}: TensorFlow and system CUDA
+    SLIM = "slim"  # bases.yaml `slim`: Python alone; the image installs TensorFlow and its wheels
+
+
 class Variant(_Strict):
     base_suffix: str = Field(pattern=r"^(-[a-z0-9]+)*$")
+    base: VariantBase = VariantBase.OFFICIAL
+    # slim: the versions offered in this variant (each must be offered and need the repair)
+    versions: list[VersionText] | None = None
     pip: list[PackageName] = []
     apt: list[AptPackage] = []
     max_added_mib: float = Field(gt=0)
     cmd: list[str] = Field(min_length=1)
     jupyter: Jupyter | None = None
+
+    @model_validator(mode="after")
+    def _slim_versions(self) -> Variant:
+        if (self.base is VariantBase.SLIM) != (self.versions is not None):
+            raise ValueError("versions: a slim variant lists its versions; another lists none")
+        return self
 
     @model_validator(mode="after")
     def _port_in_cmd(self) -> Variant:
@@ -361,6 +394,21 @@ class BaseRecipe(_Strict):
         return self
 
 
+class SlimBase(_Strict):
+    """bases.yaml `slim`: the slim variant's base, a Python image with no CUDA of its own."""
+
+    repository: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
+    tag: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    debian: VersionText
+    glibc: VersionText
+    python: VersionText
+    site_packages: str = Field(pattern=r"^/.*-packages$")
+    env: dict[EnvName, str]
+    cmd: list[str] = Field(min_length=1)
+    # what the kit's image sets for the NVIDIA container runtime, as NVIDIA's CUDA base images do
+    nvidia_env: dict[EnvName, str]
+
+
 class BaseVersion(_Strict):
     recipe: RecipeName
     released: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
@@ -372,6 +420,7 @@ class Bases(_Strict):
     repository: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
     recipes: dict[RecipeName, BaseRecipe] = Field(min_length=1)
     versions: dict[VersionText, BaseVersion]
+    slim: SlimBase | None = None
 
     @model_validator(mode="after")
     def _known_recipes(self) -> Bases:
@@ -484,6 +533,33 @@ def load_jetson(directory: Path | None = None) -> JetsonSpec | None:
     return loaded
 
 
+def _slim_problems(images: ImagesSpec, bases: Bases, matrix: Matrix, bases_path: Path) -> list[str]:
+    """A slim variant needs bases.yaml's `slim`, and offers only offered versions whose
+    TensorFlow supports the slim base's Python."""
+    problems = []
+    offered = {v.version for v in images.versions}
+    for name, variant in images.variants.items():
+        if variant.versions is None:
+            continue
+        if bases.slim is None:
+            problems.append(
+                f"  variants.{name}.base: slim, but {bases_path.name} has no `slim:` base"
+            )
+            continue
+        python = Version.parse(bases.slim.python)
+        for version in variant.versions:
+            if version not in offered:
+                problems.append(f"  variants.{name}.versions: {version} is not offered")
+                continue
+            low, high = (Version.parse(v) for v in matrix.tensorflow[version].python)
+            if not low <= python <= high:
+                problems.append(
+                    f"  variants.{name}.versions: TensorFlow {version} does not support the slim"
+                    f" base's Python {python} (it supports {low}–{high})"
+                )
+    return problems
+
+
 def load(directory: Path | None = None) -> Spec:
     """Load and cross-check images/matrix.yaml, images/images.yaml and images/bases.yaml, and read
     images/l4t.yaml when there is one."""
@@ -522,6 +598,9 @@ def load(directory: Path | None = None) -> Spec:
             )
     if problems:
         raise SpecError(f"{bases_path}: invalid spec\n" + "\n".join(problems))
+    problems = _slim_problems(images, bases, matrix, bases_path)
+    if problems:
+        raise SpecError(f"{images_path}: invalid spec\n" + "\n".join(problems))
     jetson = load_jetson(directory)
     return Spec(matrix=matrix, images=images, bases=bases, directory=directory, jetson=jetson)
 

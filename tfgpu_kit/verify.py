@@ -26,7 +26,7 @@ from tfgpu import libs
 from tfgpu.check_report import CheckReport, LibraryInfo, TensorFlowInfo
 
 from tfgpu_kit import cudagap
-from tfgpu_kit.spec import ROOT, CudaSource, Spec, TensorFlowBuild
+from tfgpu_kit.spec import ROOT, CudaSource, Spec, TensorFlowBuild, VariantBase
 from tfgpu_kit.versions import Version
 
 CHECK_TIMEOUT_S = 300
@@ -167,13 +167,20 @@ def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
         override = CudaSource(source)
     except ValueError:
         return [Check("label io.tfgpu.cuda.source", False, f"{source!r}: not base or wheels")]
-    req = cudagap.requirements(spec, tf, override=override)
     variant = observed.labels.get("io.tfgpu.variant", "?")
+    known = spec.images.variants.get(variant)
+    slim = known is not None and known.base is VariantBase.SLIM
+    # cuda_source does not apply on the slim base (always the wheels)
+    req = cudagap.requirements(spec, tf, override=None if slim else override, slim=slim)
     checks = []
     for key, want in expected_labels(req, variant).items():
         have = observed.labels.get(key)
         checks.append(Check(f"label {key}", have == want, f"{have!r}, expected {want!r}"))
-    for key, want in expected_env(req).items():
+    env = expected_env(req)
+    if slim and spec.bases.slim is not None:
+        # the slim base has no NVIDIA_* of its own: without them the NVIDIA runtime gives no GPU
+        env.update(spec.bases.slim.nvidia_env)
+    for key, want in env.items():
         have = observed.env.get(key)
         checks.append(Check(f"env {key}", have == want, f"{have!r}, expected {want!r}"))
     return checks

@@ -8,10 +8,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from tfgpu_kit import catalog, verify, wheellock
 from tfgpu_kit import spec as specs
-from tfgpu_kit import verify
 from tfgpu_kit.errors import EXIT_FAILED, KitError
-from tfgpu_kit.output import print_json, table
+from tfgpu_kit.output import BYTES_PER_MIB, print_json, table
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +32,59 @@ def fake_driver(enabled: bool) -> Path | None:
         ) from None
 
 
+def _size_budget(
+    spec: specs.Spec,
+    client: Any,
+    ref: str,
+    image: catalog.Image,
+    cuda_lock: wheellock.Lock,
+    images_lock: wheellock.ImageLock,
+) -> list[verify.Check]:
+    """What the built image adds to its base (the engine's sizes) against its budget: the locked
+    parts plus the variant's budget for the kit. Nothing to check, and a warning that says so,
+    when the base it names is not in the engine (pulled or built elsewhere)."""
+    base_ref = verify_base(client, ref)
+    if base_ref is None:
+        return []
+    adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
+    added = int(client.images.get(ref).attrs["Size"]) - int(base_ref[1])
+    budget = adds.total + kit_mib * BYTES_PER_MIB
+    detail = (
+        f"adds {added / BYTES_PER_MIB:.1f} MiB to {base_ref[0]};"
+        f" budget {budget / BYTES_PER_MIB:.1f} MiB"
+        f" (locked {adds.total / BYTES_PER_MIB:.1f} + the kit's {kit_mib:g})"
+    )
+    return [verify.Check("size budget", added <= budget, detail)]
+
+
+def verify_base(client: Any, ref: str) -> tuple[str, int] | None:
+    """The image's base (its org.opencontainers.image.base.name) and that base's size, when the
+    engine has it; None (with a warning) when it does not."""
+    import docker.errors  # with the engine: the Docker SDK costs every command 45-90 ms to import
+
+    labels = client.images.get(ref).labels or {}
+    base = labels.get("org.opencontainers.image.base.name", "")
+    try:
+        return base, int(client.images.get(base).attrs["Size"])
+    except (docker.errors.ImageNotFound, docker.errors.APIError):
+        log.warning("%s: size budget not checked: its base %s is not in the engine", ref, base)
+        return None
+
+
 def verify_images(
     spec: specs.Spec, client: Any, refs: list[str], *, as_json: bool, gpu_probe: bool = True
 ) -> int:
     driver = fake_driver(gpu_probe)
     results: dict[str, list[verify.Check]] = {}
+    cuda_lock, images_lock = wheellock.load(), wheellock.load_images()
+    by_name = {image.name: image for image in catalog.images(spec)}
     for ref in refs:
         log.info("verifying %s", ref)
-        results[ref] = verify.compare(spec, verify.collect(client, ref, fake_driver=driver))
+        observed = verify.collect(client, ref, fake_driver=driver)
+        results[ref] = verify.compare(spec, observed)
+        image = by_name.get(observed.labels.get("org.opencontainers.image.version", ""))
+        if observed.kit_image and image is not None:
+            results[ref] += _size_budget(spec, client, ref, image, cuda_lock, images_lock)
     if as_json:
         print_json({ref: [c.__dict__ for c in checks] for ref, checks in results.items()})
     else:

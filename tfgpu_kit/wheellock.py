@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import IMAGES_DIR, PinnedWheel, Spec, load_yaml, validate
+from tfgpu_kit.spec import IMAGES_DIR, PinnedWheel, ResolvedPin, Spec, load_yaml, validate
 
 LOCK_NAME = "cuda-wheels.lock.yaml"
 HEADER = """\
@@ -154,6 +154,9 @@ class PinnedFile(BaseModel):
 
     file: str = Field(pattern=r"^[A-Za-z0-9_.+!-]+\.whl$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    # what its files take once installed: recorded for the wheels of a TensorFlow set (the slim
+    # variant's), whose size is most of an image's; None for the small sets locked before
+    unpacked_bytes: int | None = Field(default=None, gt=0)
 
 
 class PipWheel(PinnedFile):
@@ -164,7 +167,7 @@ class WheelSet(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     packages: list[str]  # as images.yaml writes them, sorted: the key
-    wheels: dict[PinnedWheel, PinnedFile]  # the whole resolution
+    wheels: dict[ResolvedPin, PinnedFile]  # the whole resolution
 
 
 class PythonWheels(BaseModel):
@@ -205,7 +208,9 @@ def write_images(lock: ImageLock, directory: Path | None = None) -> Path:
                 "sets": [
                     {
                         "packages": s.packages,
-                        "wheels": {p: f.model_dump() for p, f in sorted(s.wheels.items())},
+                        "wheels": {
+                            p: f.model_dump(exclude_none=True) for p, f in sorted(s.wheels.items())
+                        },
                     }
                     for s in sorted(entry.sets, key=lambda s: s.packages)
                 ],
@@ -251,8 +256,8 @@ def pip_wheel(lock: ImageLock, python: str, image: str) -> PipWheel:
     return entry.pip
 
 
-def pinned_file(path: Path) -> PinnedFile:
-    return PinnedFile(file=path.name, sha256=sha256(path))
+def pinned_file(path: Path, unpacked_bytes: int | None = None) -> PinnedFile:
+    return PinnedFile(file=path.name, sha256=sha256(path), unpacked_bytes=unpacked_bytes)
 
 
 def verify_file(pin: str, entry: PinnedFile, path: Path) -> None:
@@ -264,3 +269,33 @@ def verify_file(pin: str, entry: PinnedFile, path: Path) -> None:
             hint="the index served other bytes than when the lock was written: check them, then"
             " `build.py lock` to accept them",
         )
+
+
+@dataclass(frozen=True)
+class Added:
+    """What an image adds to its base by the locks' unpacked sizes, in bytes, part by part."""
+
+    tensorflow: int  # on the slim base: TensorFlow and its dependencies (the image's locked set)
+    cuda_wheels: int  # NVIDIA's [and-cuda] wheels, where the image adds them
+    tf_keras: int  # TensorFlow 2.16+'s Keras 2
+
+    @property
+    def total(self) -> int:
+        return self.tensorflow + self.cuda_wheels + self.tf_keras
+
+
+def added(
+    cuda_lock: Lock,
+    locked_set: WheelSet | None,
+    cuda_pins: Sequence[str],
+    tf_keras: str | None,
+) -> Added:
+    """The locked parts an image adds (`locked_set`: its image-lock set when it installs
+    TensorFlow itself, else None); KeyError for a pin the CUDA lock lacks."""
+    return Added(
+        tensorflow=sum(e.unpacked_bytes or 0 for e in locked_set.wheels.values())
+        if locked_set is not None
+        else 0,
+        cuda_wheels=sum(cuda_lock.wheels[pin].unpacked_bytes for pin in cuda_pins),
+        tf_keras=cuda_lock.wheels[tf_keras].unpacked_bytes if tf_keras else 0,
+    )

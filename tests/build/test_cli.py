@@ -144,7 +144,8 @@ def test_build_dry_run_output() -> None:
                  "reg.example", "2.21.0", "--json")  # fmt: skip
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    assert [r["image"] for r in rows] == ["2.21.0-gpu", "2.21.0-gpu-jupyter"]
+    assert [r["image"] for r in rows] == ["2.21.0-gpu", "2.21.0-gpu-jupyter", "2.21.0-gpu-slim"]
+    assert rows[2]["base"] == "tfgpu-standin.local/library/python:3.11-slim-bookworm"
     assert rows[0]["base"] == "tfgpu-standin.local/tensorflow/tensorflow:2.21.0-gpu"
     assert rows[0]["tags"] == [
         "reg.example/tfgpu/tensorflow:2.21.0-gpu",
@@ -153,7 +154,8 @@ def test_build_dry_run_output() -> None:
         "reg.example/tfgpu/tensorflow:2.21.0-gpu-py311-cu125",
     ]
     default = run("build", "--dry-run", "--json")  # no selector: the newest version only
-    assert [r["image"] for r in json.loads(default.stdout)] == ["2.21.0-gpu", "2.21.0-gpu-jupyter"]
+    newest = ["2.21.0-gpu", "2.21.0-gpu-jupyter", "2.21.0-gpu-slim"]
+    assert [r["image"] for r in json.loads(default.stdout)] == newest
     table = run("build", "--dry-run", "2.14.0-gpu")
     assert "tfgpu/tensorflow:2.14.0-gpu-py311-cu118" in table.stdout
     assert "nothing built" in table.stderr

@@ -117,10 +117,20 @@ class FakeIndex:
         self.extra = extra
         self.fetched: list[tuple[list[str], str]] = []
         self.without_deps: list[list[str]] = []  # the calls with deps=False
+        self.platforms: dict[str, tuple[str, ...]] = {}  # per package, the platforms asked for
 
-    def __call__(self, packages: list[str], python: str, dest: Path, *, deps: bool = True) -> None:
+    def __call__(
+        self,
+        packages: list[str],
+        python: str,
+        dest: Path,
+        *,
+        deps: bool = True,
+        platforms: tuple[str, ...] = context.WHEEL_PLATFORMS,
+    ) -> None:
         if not packages:  # as context.download: nothing to fetch, no pip run
             return
+        self.platforms.update({pin: tuple(platforms) for pin in packages})
         if deps:
             self.fetched.append((list(packages), python))
         else:
@@ -253,7 +263,10 @@ def test_context_holds_the_locked_cuda_wheels(
     images_lock = _image_lock(EXTRAS, LOCKED[:2])
 
     ctx = _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=entries))
-    assert index.fetched[0] == ([*LOCKED[:2], *image.gap.wheels], "3.11")
+    # the image's own set, then the CUDA wheels: each with the platforms its lock was made for
+    assert index.fetched[:2] == [(LOCKED[:2], "3.11"), (list(image.gap.wheels), "3.11")]
+    assert index.platforms[LOCKED[0]] == context.IMAGE_WHEEL_PLATFORMS
+    assert index.platforms[image.gap.wheels[0]] == context.WHEEL_PLATFORMS
     assert ctx.cuda_wheels_bytes == 1000 * len(image.gap.wheels)
     assert set(image.gap.wheels) <= set(ctx.requirements)
     tampered = dict(entries)
@@ -320,6 +333,11 @@ def test_a_new_package_makes_the_lock_incomplete(tmp_path: Path) -> None:
     assert lock_refresh.missing_images(changed, lock) == [
         "Python 3.8: nvidia-ml-py, prometheus-client, rich",
         "Python 3.11: nvidia-ml-py, prometheus-client, rich",
+        # the slim images' sets (each with its TensorFlow) gain it too
+        *(
+            f"Python 3.11: nvidia-ml-py, prometheus-client, rich, tensorflow=={v}"
+            for v in ("2.21.0", "2.20.0", "2.19.0", "2.18.0", "2.15.0")
+        ),
     ]
 
 

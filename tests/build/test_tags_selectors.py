@@ -17,8 +17,32 @@ BY_NAME = {image.name: image for image in IMAGES}
 
 
 def test_one_image_per_version_and_variant() -> None:
-    assert len(IMAGES) == len(SPEC.images.versions) * len(SPEC.images.variants)
+    """Every offered version in each official-base variant; the slim variant in its own list."""
+    official = [v for v in SPEC.images.variants.values() if v.versions is None]
+    slim = [v for v in SPEC.images.variants.values() if v.versions is not None]
+    assert len(IMAGES) == len(SPEC.images.versions) * len(official) + sum(
+        len(v.versions or []) for v in slim
+    )
     assert IMAGES[0].name == "2.21.0-gpu"
+    assert [i.name for i in IMAGES if i.slim] == [
+        "2.21.0-gpu-slim", "2.20.0-gpu-slim", "2.19.0-gpu-slim", "2.18.0-gpu-slim",
+        "2.15.0-gpu-slim",
+    ]  # fmt: skip
+
+
+def test_tags_of_the_slim_images() -> None:
+    """The same scheme with the variant's suffix; latest- goes to the newest slim image."""
+    assert BY_NAME["2.21.0-gpu-slim"].tags() == [
+        "tfgpu/tensorflow:2.21.0-gpu-slim",
+        "tfgpu/tensorflow:2.21-gpu-slim",
+        "tfgpu/tensorflow:latest-gpu-slim",
+        "tfgpu/tensorflow:2.21.0-gpu-slim-py311-cu125",
+    ]
+    assert BY_NAME["2.15.0-gpu-slim"].tags()[-1] == "tfgpu/tensorflow:2.15.0-gpu-slim-py311-cu122"
+    assert not any("latest" in t for t in BY_NAME["2.20.0-gpu-slim"].tags())
+    slim = BY_NAME["2.21.0-gpu-slim"]
+    assert slim.base_ref == "library/python:3.11-slim-bookworm"
+    assert slim.pip == ["tensorflow==2.21.0"] and slim.base_python == "3.11"
 
 
 def test_tags_of_the_newest() -> None:
@@ -56,7 +80,17 @@ def test_base_reference() -> None:
     [
         ("2.21.0-gpu", ["2.21.0-gpu"]),
         ("2.21-gpu-jupyter", ["2.21.0-gpu-jupyter"]),
-        ("2.21.0", ["2.21.0-gpu", "2.21.0-gpu-jupyter"]),
+        ("2.21.0", ["2.21.0-gpu", "2.21.0-gpu-jupyter", "2.21.0-gpu-slim"]),
+        (
+            "gpu-slim",
+            [
+                "2.21.0-gpu-slim",
+                "2.20.0-gpu-slim",
+                "2.19.0-gpu-slim",
+                "2.18.0-gpu-slim",
+                "2.15.0-gpu-slim",
+            ],
+        ),
         ("2.16", ["2.16.1-gpu", "2.16.1-gpu-jupyter"]),
         ("latest-gpu", ["2.21.0-gpu"]),
         ("re:^2\\.1[23]\\.0-gpu$", ["2.13.0-gpu", "2.12.0-gpu"]),
@@ -73,9 +107,9 @@ def test_variant_selector_and_no_selector() -> None:
 
 
 def test_build_defaults_to_the_newest_version_only() -> None:
-    # build's default: a newcomer's `./kit build` builds 2.21.0 (both variants), not 20 images
+    # build's default: a newcomer's `./kit build` builds 2.21.0 (every variant), not 25 images
     chosen = selectors.select(IMAGES, [], default=("latest",))
-    assert [i.name for i in chosen] == ["2.21.0-gpu", "2.21.0-gpu-jupyter"]
+    assert [i.name for i in chosen] == ["2.21.0-gpu", "2.21.0-gpu-jupyter", "2.21.0-gpu-slim"]
     assert selectors.select(IMAGES, ["all"], default=("latest",)) == IMAGES
 
 
