@@ -45,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IMAGE",
         help="the kit image tests/gpu runs (default: the 2.21 gpu image built from the stand-ins)",
     )
+    group.addoption(
+        "--gpu-slim-image",
+        metavar="IMAGE",
+        help="the slim kit image tests/gpu also runs (default: the 2.21 gpu-slim image built from "
+        "the stand-ins; with --gpu-image alone the slim runs are skipped)",
+    )
 
 
 @cache

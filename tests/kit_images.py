@@ -21,7 +21,15 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.standin import CUDA11, CUDA11_STANDINS, CUDA12_STANDINS, REGISTRY, Result, build_all
+from tests.standin import (
+    CUDA11,
+    CUDA11_STANDINS,
+    CUDA12_STANDINS,
+    REGISTRY,
+    SLIM_STANDINS,
+    Result,
+    build_all,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "2.21.0"
@@ -30,6 +38,7 @@ KIT_REPO = "tfgpu/tensorflow"
 KIT_GPU = f"{KIT_REPO}:{VERSION}-gpu"
 KIT_JUPYTER = f"{KIT_REPO}:{VERSION}-gpu-jupyter"
 KIT_OLDER = f"{KIT_REPO}:{OLDER}-gpu"
+KIT_SLIM = f"{KIT_REPO}:{VERSION}-gpu-slim"  # the slim variant (issue 20): no CUDA in its base
 # The CUDA 11.8 bases' releases: one image per CUDA repair recipe of theirs
 CUDA11_VERSIONS = CUDA11.tf_versions  # ("2.14.0", "2.15.0")
 # The 2.21 image built with --cuda-source base (no repair: TensorFlow cannot use the GPU) gets
@@ -120,6 +129,17 @@ def kit_images(standins: list[Result]) -> dict[str, str]:
         f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu", "--base-registry", REGISTRY
     )
     return {"gpu": KIT_GPU, "gpu-jupyter": KIT_JUPYTER, "older": KIT_OLDER}
+
+
+@pytest.fixture(scope="session")
+def slim_image(kit_images: dict[str, str]) -> str:
+    """The kit's 2.21 gpu-slim image, built on the stand-in of its Python base (after the
+    repaired images, which the size comparison needs too)."""
+    t0 = time.monotonic()
+    build_all(SLIM_STANDINS)
+    _progress(f"slim stand-in ready in {time.monotonic() - t0:.0f}s")
+    _kit_build(f"{VERSION}-gpu-slim", "--base-registry", REGISTRY)
+    return KIT_SLIM
 
 
 @pytest.fixture(scope="session")

@@ -59,13 +59,21 @@ def _remember_images(*names: str) -> None:
     known.extend(n for n in names if n not in known)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", params=["gpu", "gpu-slim"])
 def image(request: pytest.FixtureRequest) -> str:
-    """The kit image under test: --gpu-image (e.g. one built by `./kit build` from the real
-    official base), or else the 2.21 gpu image built from the stand-ins."""
-    chosen = request.config.getoption("--gpu-image")
+    """The kit image under test, each test once per variant: the 2.21 gpu image (repaired, on the
+    official base's stand-in) and the 2.21 slim one (issue 20), built from the stand-ins; or
+    --gpu-image / --gpu-slim-image (e.g. built by `./kit build` from the real bases)."""
+    option = "--gpu-image" if request.param == "gpu" else "--gpu-slim-image"
+    chosen = request.config.getoption(option)
+    if not chosen and request.config.getoption("--gpu-image"):
+        pytest.skip(f"--gpu-image names the image under test; {option} the slim one")
     if not chosen:
-        chosen = request.getfixturevalue("kit_images")["gpu"]
+        chosen = (
+            request.getfixturevalue("kit_images")["gpu"]
+            if request.param == "gpu"
+            else request.getfixturevalue("slim_image")
+        )
     _remember_images(chosen)
     return str(chosen)
 

@@ -20,7 +20,7 @@ import pytest
 from tests.gpu.harness import GpuHost
 from tests.kit_images import CUDA11_VERSIONS, VERSION, build_py
 from tests.standin import gpu_tag
-from tfgpu_kit import compat_rules, spec
+from tfgpu_kit import cudagap, spec
 from tfgpu_kit.spec import CudaSource
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
@@ -93,7 +93,7 @@ def test_one_image_proves_each_repair_recipe() -> None:
     catalogue = spec.load()
     recipes: dict[tuple[str, ...], list[str]] = {}
     for tf in catalogue.matrix.tensorflow:
-        gap = compat_rules.requirements(catalogue, tf).gap
+        gap = cudagap.requirements(catalogue, tf).gap
         assert gap is not None
         if gap.source is CudaSource.WHEELS:
             # NCCL is not among the libraries TensorFlow loads to register a GPU

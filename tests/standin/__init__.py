@@ -9,11 +9,13 @@ from tests.standin.build import (
     GPU_TAG,
     JUPYTER_TAG,
     REGISTRY,
+    SLIM_STANDINS,
     TF_VERSIONS,
     Result,
     StandinError,
     build_all,
     gpu_tag,
+    slim_tag,
 )
 
 __all__ = [
@@ -25,9 +27,11 @@ __all__ = [
     "GPU_TAG",
     "JUPYTER_TAG",
     "REGISTRY",
+    "SLIM_STANDINS",
     "TF_VERSIONS",
     "Result",
     "StandinError",
     "build_all",
     "gpu_tag",
+    "slim_tag",
 ]

@@ -38,6 +38,14 @@ cu11 wheels (gpu.packages.txt: the ``*-11-8`` packages, ``libcudnn8=8.6.0.163-1+
 (``CUDA11.pins``). There, TensorFlow 2.14 registers the GPU but finds cuDNN 8.6 where it was built
 with 8.7; TensorFlow 2.15 (CUDA 12.2) cannot use the GPU at all.
 
+The slim variant's base (bases.yaml ``slim``: Docker's ``python:3.11-slim-bookworm``, no CUDA) is
+reproduced from the same Debian 12 tree (``SLIM``): the same Debian release and glibc 2.36, Python
+3.11 with pip, ``python``/``python3`` in /usr/local/bin as docker-library/python links them, its
+ENV (PATH, LANG) and CMD verbatim, no CUDA and no NVIDIA environment. What it is not: a Python
+built from source into /usr/local (here Debian's 3.11 in /usr/bin, so packages go to
+``/usr/local/lib/python3.11/dist-packages``, not ``site-packages``; the kit's template finds
+either), the image's exact package list (debootstrap's minbase, not debian:bookworm-slim).
+
 Every stand-in carries a label with a hash of its inputs; when an image with the same tag and the
 same hash exists, the build is skipped.
 """
@@ -552,13 +560,20 @@ def install_python(rootfs: Path) -> None:
 
 
 def docker_import(
-    rootfs: Path, tag: str, *, key: str, env: dict[str, str], cmd: list[str], name: str
+    rootfs: Path,
+    tag: str,
+    *,
+    key: str,
+    env: dict[str, str],
+    cmd: list[str],
+    name: str,
+    of: str = "recipe of tensorflow/tensorflow",
 ) -> None:
     changes = [f"ENV {k}={json.dumps(v) if ' ' in v else v}" for k, v in env.items()]
     changes += [f"CMD {json.dumps(cmd)}", f"LABEL {KEY_LABEL}={key}"]
     changes.append(
         'LABEL org.opencontainers.image.description="tfgpu test stand-in for the '
-        f'{name} recipe of tensorflow/tensorflow (Debian {SUITE}, no GPU)"'
+        f'{name} {of} (Debian {SUITE}, no GPU)"'
     )
     import_cmd = ["docker", "import"]
     for change in changes:
@@ -639,6 +654,47 @@ def build_cuda(r: CudaRecipe = CUDA12, *, force: bool = False) -> Result:
         progress("docker import")
         env = dict(recipe(r.name)["env"])
         docker_import(rootfs, tag, key=key, env=env, cmd=["/bin/bash"], name=r.name)
+    return _done(tag, key, t0)
+
+
+def slim_tag() -> str:
+    """The slim base's stand-in, under the stand-ins' registry as the kit's FROM names it."""
+    slim = yaml.safe_load(BASES_YAML.read_text(encoding="utf-8"))["slim"]
+    return f"{REGISTRY}/{slim['repository']}:{slim['tag']}"
+
+
+def slim_key() -> str:
+    slim = yaml.safe_load(BASES_YAML.read_text(encoding="utf-8"))["slim"]
+    return _key("slim", SUITE, DEBIAN_PACKAGES, PIP_REQUIREMENT, BASHRC, slim)
+
+
+def build_slim(*, force: bool = False) -> Result:
+    """The slim variant's base: Debian 12 and Python 3.11, nothing of CUDA (see the docstring)."""
+    tag, key, t0 = slim_tag(), slim_key(), time.monotonic()
+    if not force and existing_key(tag) == key:
+        progress(f"{tag} is up to date (key {key})")
+        return Result(tag, key, False, 0.0, image_size(tag))
+    progress(f"building {tag} (key {key})")
+    slim = yaml.safe_load(BASES_YAML.read_text(encoding="utf-8"))["slim"]
+    with _work("slim-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        base_rootfs(rootfs)
+        # docker-library/python links python3 (and python, pip…) in /usr/local/bin, first on PATH
+        local_bin = rootfs / "usr/local/bin"
+        local_bin.mkdir(parents=True, exist_ok=True)
+        for name in ("python3", "python"):
+            (local_bin / name).unlink(missing_ok=True)
+            (local_bin / name).symlink_to("/usr/bin/python3.11")
+        progress("docker import")
+        docker_import(
+            rootfs,
+            tag,
+            key=key,
+            env=dict(slim["env"]),
+            cmd=list(slim["cmd"]),
+            name="slim",
+            of=f"variant's base, {slim['repository']}:{slim['tag']}",
+        )
     return _done(tag, key, t0)
 
 
@@ -747,6 +803,7 @@ BUILDERS: dict[str, tuple[Any, tuple[str, ...]]] = {
         for version in CUDA12.tf_versions
     },
     "jupyter": (build_jupyter, ("cuda", f"gpu-{JUPYTER_VERSION}")),
+    "slim": (lambda force: build_slim(force=force), ()),
     "cuda11": (lambda force: build_cuda(CUDA11, force=force), ()),
     **{
         f"gpu-{version}": ((lambda force, v=version: build_gpu(v, force=force)), ("cuda11",))
@@ -756,6 +813,7 @@ BUILDERS: dict[str, tuple[Any, tuple[str, ...]]] = {
 # The 12.3 stand-ins (what `build_all()` builds by default: the 2.21 and 2.17 tests need no more)
 CUDA12_STANDINS = ("cuda", *(f"gpu-{v}" for v in CUDA12.tf_versions), "jupyter")
 CUDA11_STANDINS = ("cuda11", *(f"gpu-{v}" for v in CUDA11.tf_versions))
+SLIM_STANDINS = ("slim",)
 
 
 def build_all(which: Iterable[str] | None = None, *, force: bool = False) -> list[Result]:
