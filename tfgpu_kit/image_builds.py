@@ -301,6 +301,8 @@ def json_rows(results: list[Built]) -> list[dict[str, object]]:
                 "cudnn": str(b.image.gap.cudnn),
                 "cuda_wheels": list(b.image.gap.wheels),
                 "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
+                "tf_keras_mib": round(b.tf_keras_mib, 1),
+                "tensorflow_mib": round(b.tensorflow_mib, 1),
                 "size_mib": round(b.size / BYTES_PER_MIB, 1),
                 "added_mib": round(added, 2) if added is not None else None,
                 "budget_mib": round(b.budget_mib, 2),
