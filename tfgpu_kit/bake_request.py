@@ -9,9 +9,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu_kit import bake, baselock, catalog, image_builds, selectors
+from tfgpu_kit import bake, catalog, image_builds, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import SpecError, UsageError
+from tfgpu_kit.locks import base_lock
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def write_bake_file(request: BakeRequest) -> int:
                 cuda_wheels_mib[image.name] = ctx.cuda_wheels_mib
     # the base.digest label: the digest the Dockerfile's FROM pins (the lock's), which the builder
     # resolves itself (None: bake looks at no local base); unknown for a mirror's bases
-    locked = baselock.BaseDigests(baselock.load(), images, base_registry=request.base_registry)
+    locked = base_lock.BaseDigests(base_lock.load(), images, base_registry=request.base_registry)
     base_digests = {
         image.name: digest for image in images if (digest := locked.digest(image, None)) is not None
     }

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tfgpu_kit import cudagap, name_rules, wheellock
+from tfgpu_kit import cudagap, name_rules
 from tfgpu_kit.errors import SpecError, UsageError
+from tfgpu_kit.locks import wheel_locks
 from tfgpu_kit.spec import REGISTRY_PREFIX, CudaSource, JetsonEntry, Spec, Variant, VariantBase
 from tfgpu_kit.versions import Version
 
@@ -275,21 +276,21 @@ def every_image(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Im
 
 
 def locked_additions(
-    spec: Spec, image: Image, cuda_lock: wheellock.Lock, images_lock: wheellock.ImageLock
-) -> tuple[wheellock.Added, float]:
+    spec: Spec, image: Image, cuda_lock: wheel_locks.Lock, images_lock: wheel_locks.ImageLock
+) -> tuple[wheel_locks.Added, float]:
     """What `image` adds to its base by the locks (TensorFlow with its dependencies on the slim
     base, the CUDA wheels, tf-keras), and its variant's budget in MiB for the rest (the kit's
     layers); SpecError when a lock lacks the image's entries."""
     variant = image.official.variant
     locked_set = None
     if image.slim:
-        packages = wheellock.image_packages(spec.images.runtime_extras, image.pip)
-        locked_set = wheellock.wheel_set(images_lock, image.base_python, packages, image.name)
+        packages = wheel_locks.image_packages(spec.images.runtime_extras, image.pip)
+        locked_set = wheel_locks.wheel_set(images_lock, image.base_python, packages, image.name)
     try:
-        adds = wheellock.added(cuda_lock, locked_set, image.cuda_wheels, image.tf_keras)
+        adds = wheel_locks.added(cuda_lock, locked_set, image.cuda_wheels, image.tf_keras)
     except KeyError as exc:
         raise SpecError(
-            f"{wheellock.LOCK_NAME} has no entry for {exc.args[0]} (image {image.name})",
+            f"{wheel_locks.LOCK_NAME} has no entry for {exc.args[0]} (image {image.name})",
             hint="run `build.py lock`",
         ) from None
     return adds, variant.max_added_mib

@@ -2,7 +2,7 @@
 runtime wheel, the wheels of its extras and of the image's extra pip packages, pip itself
 (wheels/pip.whl, run from the wheel inside the build) and wheels/requirements.txt pinning them by
 version and sha256 (the image's pip step runs with --require-hashes). The
-Docker build then needs no network. Every wheel but the runtime's is locked (wheellock: exact
+Docker build then needs no network. Every wheel but the runtime's is locked (wheel_locks: exact
 version and sha256), so a rebuild puts the same bytes into the image.
 
 Downloaded wheels are cached per target Python under $XDG_CACHE_HOME/tfgpu-kit/wheels; a download is
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu_kit import wheellock
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import KitError, SpecError
+from tfgpu_kit.locks import lock_file, wheel_locks
 from tfgpu_kit.spec import ROOT
 
 log = logging.getLogger(__name__)
@@ -268,19 +268,19 @@ def assemble(
     *,
     runtime_wheel: Path,
     runtime_extras: list[str],
-    lock: wheellock.Lock,
-    images_lock: wheellock.ImageLock | None = None,
+    lock: wheel_locks.Lock,
+    images_lock: wheel_locks.ImageLock | None = None,
 ) -> Context:
     """Write a complete build context for `image` into `dest` (created; emptied first). Every wheel
     in it is locked: its NVIDIA CUDA wheels by `lock`, the runtime's extras, the image's pip
     packages (with their dependencies) and pip itself by `images_lock` (default: the committed
     images/image-wheels.lock.yaml)."""
     if images_lock is None:
-        images_lock = wheellock.load_images()
+        images_lock = wheel_locks.load_images()
     python = image.base_python
-    packages = wheellock.image_packages(runtime_extras, image.pip)
-    locked = wheellock.wheel_set(images_lock, python, packages, image.name)
-    locked_pip = wheellock.pip_wheel(images_lock, python, image.name)
+    packages = wheel_locks.image_packages(runtime_extras, image.pip)
+    locked = wheel_locks.wheel_set(images_lock, python, packages, image.name)
+    locked_pip = wheel_locks.pip_wheel(images_lock, python, image.name)
     if dest.exists():
         shutil.rmtree(dest)
     wheels = dest / "wheels"
@@ -297,11 +297,11 @@ def assemble(
     tf_keras = [image.tf_keras] if image.tf_keras else []
     download(tf_keras, python, wheels, deps=False)
     for pin, entry in locked.wheels.items():
-        wheellock.verify_file(pin, entry, wheel_for(pin, wheels))
+        wheel_locks.verify_file(pin, entry, wheel_for(pin, wheels))
     pip_dir = dest / "pip-download"
     download([locked_pip.pin], python, pip_dir)
     pip_wheel = wheel_for(locked_pip.pin, pip_dir)
-    wheellock.verify_file(locked_pip.pin, locked_pip, pip_wheel)
+    wheel_locks.verify_file(locked_pip.pin, locked_pip, pip_wheel)
     shutil.move(str(pip_wheel), wheels / "pip.whl")
     shutil.rmtree(pip_dir)
     requirements = pins(wheels)
@@ -314,9 +314,9 @@ def assemble(
         )
     # the CUDA wheels and tf-keras must be the locked bytes; their size is the image's extra budget
     for pin in [*cuda_wheels, *tf_keras]:
-        wheellock.verify(lock, pin, wheel_for(pin, wheels))
+        wheel_locks.verify(lock, pin, wheel_for(pin, wheels))
     # what it adds by the locks (on the slim base TensorFlow and its dependencies too)
-    adds = wheellock.added(lock, locked if image.slim else None, cuda_wheels, image.tf_keras)
+    adds = wheel_locks.added(lock, locked if image.slim else None, cuda_wheels, image.tf_keras)
     # Every line carries the wheel's sha256 and the image's pip step runs with --require-hashes,
     # so a wheel changed in the context after this check (a kept --contexts folder, bake's
     # .tfgpu-contexts) is refused at build time (issue 22). The locked wheels' hashes are the
@@ -325,7 +325,7 @@ def assemble(
     hashes.update(
         {_normalized_pin(pin): lock.wheels[pin].sha256 for pin in [*cuda_wheels, *tf_keras]}
     )
-    hashes[_normalized_pin(runtime_pin)] = wheellock.sha256(wheels / runtime_wheel.name)
+    hashes[_normalized_pin(runtime_pin)] = lock_file.sha256(wheels / runtime_wheel.name)
     lines = [f"{pin} --hash=sha256:{hashes[_normalized_pin(pin)]}" for pin in requirements]
     (wheels / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return Context(dest, requirements, adds.cuda_wheels, adds.tf_keras, adds.tensorflow)

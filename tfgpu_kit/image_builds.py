@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import baselock, catalog, context, wheellock
+from tfgpu_kit import catalog, context
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image, base_registry
 from tfgpu_kit.errors import EXIT_FAILED, SpecError
+from tfgpu_kit.locks import base_lock, wheel_locks
 from tfgpu_kit.output import BYTES_PER_MIB, mib, print_json, table
 from tfgpu_kit.spec import ROOT
 from tfgpu_kit.versions import parse_driver
@@ -133,11 +134,11 @@ def iter_contexts(
     image that adds NVIDIA's CUDA wheels has gigabytes of them); the runtime wheel is built once."""
     from tfgpu_kit import render
 
-    lock = wheellock.load()
+    lock = wheel_locks.load()
     pins = [pin for image in images for pin in (*image.cuda_wheels, image.tf_keras) if pin]
     if missing := [pin for pin in pins if pin not in lock.wheels]:
         raise SpecError(
-            f"{wheellock.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
+            f"{wheel_locks.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
             hint="run `build.py lock` after changing and_cuda or tf_keras in images/matrix.yaml",
         )
     root.mkdir(parents=True, exist_ok=True)
@@ -166,7 +167,7 @@ def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int
     if images[0].jetson:
         return _dry_run_arm64(images, options)
     rows = []
-    cuda_lock, images_lock = wheellock.load(), wheellock.load_images()
+    cuda_lock, images_lock = wheel_locks.load(), wheel_locks.load_images()
     for image in images:
         adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
         rows.append(
@@ -370,7 +371,7 @@ def _build_one(
     image: Image,
     ctx: context.Context,
     options: BuildOptions,
-    digests: baselock.BaseDigests,
+    digests: base_lock.BaseDigests,
 ) -> Built:
     from tfgpu_kit import dockerbuild
 
@@ -440,7 +441,7 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
     if images[0].jetson:
         return _build_arm64(spec, client, images, options)
     # before any context: a base the lock lacks stops the build; one warning for unknown digests
-    digests = baselock.BaseDigests(baselock.load(), images, base_registry=options.base_registry)
+    digests = base_lock.BaseDigests(base_lock.load(), images, base_registry=options.base_registry)
     results = []
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
         for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):

@@ -1,9 +1,9 @@
 """Writing and checking the three locks under images/ (what `build.py lock` does).
 
-- cuda-wheels.lock.yaml (wheellock): the NVIDIA CUDA wheels of matrix.yaml's and_cuda pins;
-- image-wheels.lock.yaml (wheellock): per base Python, pip and each set of packages the images
+- cuda-wheels.lock.yaml (wheel_locks): the NVIDIA CUDA wheels of matrix.yaml's and_cuda pins;
+- image-wheels.lock.yaml (wheel_locks): per base Python, pip and each set of packages the images
   ask for, resolved afresh from the index;
-- bases.lock.yaml (baselock): each official base's registry digest, asked of the registry
+- bases.lock.yaml (base_lock): each official base's registry digest, asked of the registry
   through the Docker engine."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu_kit import baselock, catalog, context, wheellock
+from tfgpu_kit import catalog, context
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED
+from tfgpu_kit.locks import base_lock, wheel_locks
 
 log = logging.getLogger(__name__)
 
@@ -31,38 +32,38 @@ class Completeness:
 def completeness(spec: specs.Spec) -> Completeness:
     """What the committed locks lack for this spec (no download, no registry)."""
     missing = [
-        f"{wheellock.LOCK_NAME}: {pin} has no entry (run `build.py lock`)"
-        for pin in wheellock.missing(spec, wheellock.load())
+        f"{wheel_locks.LOCK_NAME}: {pin} has no entry (run `build.py lock`)"
+        for pin in wheel_locks.missing(spec, wheel_locks.load())
     ]
     missing += [
-        f"{wheellock.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
-        for what in missing_images(spec, wheellock.load_images())
+        f"{wheel_locks.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
+        for what in missing_images(spec, wheel_locks.load_images())
     ]
     images = catalog.images(spec)
-    bases = baselock.load()
+    bases = base_lock.load()
     missing += [
-        f"{baselock.LOCK_NAME}: {ref} has no entry (run `build.py lock --bases`)"
-        for ref in baselock.missing(images, bases)
+        f"{base_lock.LOCK_NAME}: {ref} has no entry (run `build.py lock --bases`)"
+        for ref in base_lock.missing(images, bases)
     ]
-    return Completeness(missing, len(baselock.unknown(images, bases)))
+    return Completeness(missing, len(base_lock.unknown(images, bases)))
 
 
 def image_sets(spec: specs.Spec) -> dict[str, list[list[str]]]:
     """Every (base Python, package set) the offered images need, each once."""
     wanted: dict[str, list[list[str]]] = {}
     for image in catalog.images(spec):
-        packages = wheellock.image_packages(list(spec.images.runtime_extras), image.pip)
+        packages = wheel_locks.image_packages(list(spec.images.runtime_extras), image.pip)
         sets = wanted.setdefault(image.base_python, [])
         if packages not in sets:
             sets.append(packages)
     return wanted
 
 
-def missing_images(spec: specs.Spec, lock: wheellock.ImageLock) -> list[str]:
+def missing_images(spec: specs.Spec, lock: wheel_locks.ImageLock) -> list[str]:
     """What the lock lacks, one line each: `Python 3.11: pip` or `Python 3.11: a, b`."""
     problems = []
     for python, sets in sorted(
-        image_sets(spec).items(), key=lambda kv: wheellock.python_key(kv[0])
+        image_sets(spec).items(), key=lambda kv: wheel_locks.python_key(kv[0])
     ):
         entry = lock.pythons.get(python)
         if entry is None:
@@ -79,8 +80,8 @@ def missing_images(spec: specs.Spec, lock: wheellock.ImageLock) -> list[str]:
 def lock_cuda(spec: specs.Spec) -> Path:
     """Download every and_cuda and tf_keras pin (into the wheel cache) and write
     cuda-wheels.lock.yaml."""
-    current = wheellock.load()
-    entries: dict[str, wheellock.LockedWheel] = {}
+    current = wheel_locks.load()
+    entries: dict[str, wheel_locks.LockedWheel] = {}
     builds = [build for build in spec.matrix.tensorflow.values() if build.and_cuda]
     for number, build in enumerate(builds, 1):
         pins = list(build.and_cuda)
@@ -91,24 +92,24 @@ def lock_cuda(spec: specs.Spec) -> Path:
         cache = context.fetch(pins, PYTHON)  # the whole set: its dependencies resolve together
         for pin in todo:
             wheel = context.wheel_for(pin, cache)
-            entries[pin] = wheellock.describe(wheel, context.unpacked_bytes(wheel))
+            entries[pin] = wheel_locks.describe(wheel, context.unpacked_bytes(wheel))
     keras = sorted({build.tf_keras for build in spec.matrix.tensorflow.values() if build.tf_keras})
     for pin in keras:  # one at a time: pip refuses two versions of a package in one call
         log.info("fetching %s (without TensorFlow, its one dependency)", pin)
         cache = context.fetch([pin], PYTHON, deps=False)
         wheel = context.wheel_for(pin, cache)
-        entries[pin] = wheellock.describe(wheel, context.unpacked_bytes(wheel))
-    path = wheellock.write(wheellock.Lock(wheels=entries))
+        entries[pin] = wheel_locks.describe(wheel, context.unpacked_bytes(wheel))
+    path = wheel_locks.write(wheel_locks.Lock(wheels=entries))
     changed = {pin for pin, entry in entries.items() if current.wheels.get(pin) != entry}
     log.info("wrote %s: %d wheels, %d new or changed", path, len(entries), len(changed))
     return path
 
 
-def _resolved(packages: list[str], python: str) -> dict[str, wheellock.PinnedFile]:
+def _resolved(packages: list[str], python: str) -> dict[str, wheel_locks.PinnedFile]:
     # a set holding TensorFlow (the slim variant's) is most of its image: its sizes are recorded
     sized = any(p.startswith("tensorflow==") for p in packages)
     return {
-        context.pin_of(wheel): wheellock.pinned_file(
+        context.pin_of(wheel): wheel_locks.pinned_file(
             wheel, context.unpacked_bytes(wheel) if sized else None
         )
         for wheel in context.resolve(packages, python)
@@ -117,19 +118,19 @@ def _resolved(packages: list[str], python: str) -> dict[str, wheellock.PinnedFil
 
 def lock_image_wheels(spec: specs.Spec) -> Path:
     """Resolve pip and each package set per base Python and write image-wheels.lock.yaml."""
-    pythons: dict[str, wheellock.PythonWheels] = {}
+    pythons: dict[str, wheel_locks.PythonWheels] = {}
     for python, sets in sorted(image_sets(spec).items()):
         log.info("Python %s: resolving pip and %d package set(s)", python, len(sets))
         ((pin, pip_file),) = _resolved(["pip"], python).items()
         locked_sets = [
-            wheellock.WheelSet(packages=packages, wheels=_resolved(packages, python))
+            wheel_locks.WheelSet(packages=packages, wheels=_resolved(packages, python))
             for packages in sets
         ]
-        pythons[python] = wheellock.PythonWheels(
-            pip=wheellock.PipWheel(pin=pin, file=pip_file.file, sha256=pip_file.sha256),
+        pythons[python] = wheel_locks.PythonWheels(
+            pip=wheel_locks.PipWheel(pin=pin, file=pip_file.file, sha256=pip_file.sha256),
             sets=locked_sets,
         )
-    path = wheellock.write_images(wheellock.ImageLock(pythons=pythons))
+    path = wheel_locks.write_images(wheel_locks.ImageLock(pythons=pythons))
     log.info("wrote %s: %d Pythons", path, len(pythons))
     return path
 
@@ -141,9 +142,9 @@ def lock_bases(spec: specs.Spec) -> tuple[Path, list[str]]:
     # to every command's start (python -X importtime); only --bases needs it.
     from tfgpu_kit import dockerbuild
 
-    refs = baselock.refs(catalog.images(spec))
-    new, failed = baselock.refresh(dockerbuild.client(), refs, baselock.load())
-    path = baselock.write(new)
+    refs = base_lock.refs(catalog.images(spec))
+    new, failed = base_lock.refresh(dockerbuild.client(), refs, base_lock.load())
+    path = base_lock.write(new)
     log.info("wrote %s: %d bases, %d unreadable", path, len(refs), len(failed))
     return path, failed
 
@@ -157,7 +158,7 @@ def check(spec: specs.Spec) -> int:
         log.warning(
             "%s: %d base digests unknown (null); refresh with `build.py lock --bases` where the"
             " registry answers",
-            baselock.LOCK_NAME,
+            base_lock.LOCK_NAME,
             found.unknown_digests,
         )
     if found.missing:

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from tfgpu_kit import cudagap as rules
 from tfgpu_kit import spec as specs
-from tfgpu_kit import wheellock
+from tfgpu_kit.locks import wheel_locks
 from tfgpu_kit.output import print_json, table
 
 
 def rows(spec: specs.Spec) -> list[dict[str, object]]:
     offered = {v.version for v in spec.images.versions}
-    lock = wheellock.load()
+    lock = wheel_locks.load()
     result: list[dict[str, object]] = []
     for tf, build in spec.matrix.tensorflow.items():
         req = rules.requirements(spec, tf)
         gap = req.gap.as_json() if req.gap else None
         if req.gap is not None:
-            sized = wheellock.size(lock, req.gap.wheels)
+            sized = wheel_locks.size(lock, req.gap.wheels)
             assert gap is not None
             gap["wheels_mib"] = round(sized.mib, 1) if sized.mib is not None else None
         result.append(
@@ -45,10 +45,10 @@ def rows(spec: specs.Spec) -> list[dict[str, object]]:
     return result
 
 
-def _tf_keras(lock: wheellock.Lock, pin: str | None) -> dict[str, object] | None:
+def _tf_keras(lock: wheel_locks.Lock, pin: str | None) -> dict[str, object] | None:
     if pin is None:
         return None
-    mib = wheellock.size(lock, [pin]).mib
+    mib = wheel_locks.size(lock, [pin]).mib
     return {"pin": pin, "mib": round(mib, 1) if mib is not None else None}
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import jinja2
 
-from tfgpu_kit import baselock, templating
+from tfgpu_kit import templating
 from tfgpu_kit.catalog import JETSON, Image
 from tfgpu_kit.errors import SpecError
+from tfgpu_kit.locks import base_lock
 from tfgpu_kit.spec import ROOT, Spec, control_characters
 
 TEMPLATES_DIR = ROOT / "templates"
@@ -45,11 +46,11 @@ def dockerfile_path(out: Path, image: Image) -> Path:
 NO_WHEELS = {"wheels": ()}  # a Jetson image's `gap` in the shared partials: no CUDA wheels added
 
 
-def locked_digest(image: Image, lock: baselock.BaseLock | None = None) -> str | None:
+def locked_digest(image: Image, lock: base_lock.BaseLock | None = None) -> str | None:
     """The registry digest images/bases.lock.yaml records for the image's base (None: unknown):
     the Dockerfile then names its base by digest (FROM …@sha256:…), not by its mutable tag."""
-    lock = lock if lock is not None else baselock.load()
-    entry = lock.bases.get(baselock.official_ref(image))
+    lock = lock if lock is not None else base_lock.load()
+    entry = lock.bases.get(base_lock.official_ref(image))
     return entry.digest if entry is not None else None
 
 
@@ -57,7 +58,7 @@ def render_image(
     spec: Spec,
     image: Image,
     env: jinja2.Environment | None = None,
-    lock: baselock.BaseLock | None = None,
+    lock: base_lock.BaseLock | None = None,
 ) -> str:
     env = env or environment()
     shared = {"image": image, "user": spec.images.user, "cmd_json": json.dumps(image.cmd)}
@@ -94,7 +95,7 @@ class Rendered:
 
 def render_all(spec: Spec, images: list[Image], out: Path = DOCKERFILES_DIR) -> list[Rendered]:
     env = environment()
-    lock = baselock.load()
+    lock = base_lock.load()
     return [Rendered(i, dockerfile_path(out, i), render_image(spec, i, env, lock)) for i in images]
 
 

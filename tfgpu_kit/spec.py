@@ -31,7 +31,7 @@ from pydantic import (
 from tfgpu_kit import nvidia_require
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.versions import Version, parse_arch_code
-from tfgpu_kit.yamlfile import load_yaml as load_yaml  # also wheellock's
+from tfgpu_kit.yamlfile import load_yaml as load_yaml  # also wheel_locks's
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"

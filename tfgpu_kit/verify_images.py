@@ -8,9 +8,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, verify, wheellock
+from tfgpu_kit import catalog, verify
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED, KitError
+from tfgpu_kit.locks import wheel_locks
 from tfgpu_kit.output import BYTES_PER_MIB, print_json, table
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ def _size_budget(
     client: Any,
     ref: str,
     image: catalog.Image,
-    cuda_lock: wheellock.Lock,
-    images_lock: wheellock.ImageLock,
+    cuda_lock: wheel_locks.Lock,
+    images_lock: wheel_locks.ImageLock,
 ) -> list[verify.Check]:
     """What the built image adds to its base (the engine's sizes) against its budget: the locked
     parts plus the variant's budget for the kit. Nothing to check, and a warning that says so,
@@ -76,7 +77,7 @@ def verify_images(
 ) -> int:
     driver = fake_driver(gpu_probe)
     results: dict[str, list[verify.Check]] = {}
-    cuda_lock, images_lock = wheellock.load(), wheellock.load_images()
+    cuda_lock, images_lock = wheel_locks.load(), wheel_locks.load_images()
     by_name = {image.name: image for image in catalog.images(spec)}
     for ref in refs:
         log.info("verifying %s", ref)

@@ -208,18 +208,19 @@ def test_bake_base_registry_trailing_slash_like_build() -> None:
 def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
     # bases.lock.yaml's digest goes into the base.digest label as `build` does; where the lock does
     # not know it (null) the label says unknown, and a mirror's bases are never vouched for
-    from tfgpu_kit import bake, baselock, catalog
+    from tfgpu_kit import bake, catalog
+    from tfgpu_kit.locks import base_lock
 
     spec = specs.load()
     images = [i for i in catalog.images(spec) if i.name in ("2.21.0-gpu", "2.20.0-gpu")]
     known = "sha256:" + "5" * 64
-    lock = baselock.BaseLock(
+    lock = base_lock.BaseLock(
         bases={
-            baselock.official_ref(images[0]): baselock.LockedBase(digest=known),
-            baselock.official_ref(images[1]): baselock.LockedBase(),
+            base_lock.official_ref(images[0]): base_lock.LockedBase(digest=known),
+            base_lock.official_ref(images[1]): base_lock.LockedBase(),
         }
     )
-    digests = baselock.BaseDigests(lock, images, base_registry=None)
+    digests = base_lock.BaseDigests(lock, images, base_registry=None)
     locked = {i.name: d for i in images if (d := digests.digest(i, None)) is not None}
     data = bake.bake_file(
         images,
@@ -231,7 +232,7 @@ def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
     )
     assert data["target"]["2_21_0-gpu"]["args"]["TFGPU_BASE_DIGEST"] == known
     assert data["target"]["2_20_0-gpu"]["args"]["TFGPU_BASE_DIGEST"] == "unknown"
-    mirror = baselock.BaseDigests(lock, images, base_registry="mirror.local")
+    mirror = base_lock.BaseDigests(lock, images, base_registry="mirror.local")
     assert mirror.digest(images[0], []) is None
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import catalog, context, cudagap, lock_refresh, spec, wheellock
+from tfgpu_kit import catalog, context, cudagap, lock_refresh, spec
 from tfgpu_kit.errors import SpecError
+from tfgpu_kit.locks import lock_file, wheel_locks
 
 
 def _value(args: list[str], flag: str) -> list[str]:
@@ -141,16 +142,20 @@ class FakeIndex:
             (dest / _wheel_name(pin)).write_bytes(pin.encode())
 
 
-def _entry(pin: str) -> wheellock.PinnedFile:
-    return wheellock.PinnedFile(
+def _entry(pin: str) -> wheel_locks.PinnedFile:
+    return wheel_locks.PinnedFile(
         file=_wheel_name(pin), sha256=hashlib.sha256(pin.encode()).hexdigest()
     )
 
 
-def _image_lock(packages: list[str], pins: list[str], python: str = "3.11") -> wheellock.ImageLock:
-    pip = wheellock.PipWheel(pin="pip==25.3", **_entry("pip==25.3").model_dump())
-    wheel_set = wheellock.WheelSet(packages=packages, wheels={p: _entry(p) for p in pins})
-    return wheellock.ImageLock(pythons={python: wheellock.PythonWheels(pip=pip, sets=[wheel_set])})
+def _image_lock(
+    packages: list[str], pins: list[str], python: str = "3.11"
+) -> wheel_locks.ImageLock:
+    pip = wheel_locks.PipWheel(pin="pip==25.3", **_entry("pip==25.3").model_dump())
+    wheel_set = wheel_locks.WheelSet(packages=packages, wheels={p: _entry(p) for p in pins})
+    return wheel_locks.ImageLock(
+        pythons={python: wheel_locks.PythonWheels(pip=pip, sets=[wheel_set])}
+    )
 
 
 @pytest.fixture
@@ -167,8 +172,8 @@ def _assemble(
     image: catalog.Image,
     tmp_path: Path,
     runtime: Path,
-    images_lock: wheellock.ImageLock,
-    cuda_lock: wheellock.Lock | None = None,
+    images_lock: wheel_locks.ImageLock,
+    cuda_lock: wheel_locks.Lock | None = None,
 ) -> context.Context:
     return context.assemble(
         image,
@@ -176,7 +181,7 @@ def _assemble(
         tmp_path / "ctx",
         runtime_wheel=runtime,
         runtime_extras=EXTRAS,
-        lock=cuda_lock if cuda_lock is not None else wheellock.Lock(),
+        lock=cuda_lock if cuda_lock is not None else wheel_locks.Lock(),
         images_lock=images_lock,
     )
 
@@ -201,7 +206,7 @@ def test_context_downloads_exactly_the_locked_pins(
     assert [line.split(" --hash=")[0] for line in lines] == ctx.requirements
     for line in lines:
         pin, _, digest = line.partition(" --hash=sha256:")
-        assert digest == wheellock.sha256(context.wheel_for(pin, wheels)), line
+        assert digest == lock_file.sha256(context.wheel_for(pin, wheels)), line
     assert f"tfgpu==0.1.0 --hash=sha256:{hashlib.sha256(b'runtime').hexdigest()}" in lines
 
 
@@ -259,10 +264,10 @@ def test_context_holds_the_locked_cuda_wheels(
     for pin in image.gap.wheels:
         file = tmp_path / _wheel_name(pin)
         file.write_bytes(pin.encode())
-        entries[pin] = wheellock.describe(file, 1000)
+        entries[pin] = wheel_locks.describe(file, 1000)
     images_lock = _image_lock(EXTRAS, LOCKED[:2])
 
-    ctx = _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=entries))
+    ctx = _assemble(image, tmp_path, runtime, images_lock, wheel_locks.Lock(wheels=entries))
     # the image's own set, then the CUDA wheels: each with the platforms its lock was made for
     assert index.fetched[:2] == [(LOCKED[:2], "3.11"), (list(image.gap.wheels), "3.11")]
     assert index.platforms[LOCKED[0]] == context.IMAGE_WHEEL_PLATFORMS
@@ -273,7 +278,7 @@ def test_context_holds_the_locked_cuda_wheels(
     first = image.gap.wheels[0]
     tampered[first] = entries[first].model_copy(update={"sha256": "0" * 64})
     with pytest.raises(SpecError, match=f"{re.escape(first)}: .* is not the locked wheel"):
-        _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=tampered))
+        _assemble(image, tmp_path, runtime, images_lock, wheel_locks.Lock(wheels=tampered))
 
 
 def test_tf_keras_comes_alone_and_locked(
@@ -289,7 +294,7 @@ def test_tf_keras_comes_alone_and_locked(
     monkeypatch.setattr(context, "download", index)
     file = tmp_path / _wheel_name(image.tf_keras)
     file.write_bytes(image.tf_keras.encode())
-    lock = wheellock.Lock(wheels={image.tf_keras: wheellock.describe(file, 6_400_512)})
+    lock = wheel_locks.Lock(wheels={image.tf_keras: wheel_locks.describe(file, 6_400_512)})
     images_lock = _image_lock(EXTRAS, LOCKED[:2])
     with pytest.raises(SpecError, match=r"holds wheels no lock names: tensorflow==2\.21\.0"):
         _assemble(image, tmp_path, runtime, images_lock, lock)  # the extras' call brings it
@@ -304,15 +309,15 @@ def test_tf_keras_comes_alone_and_locked(
     assert f"tf-keras==2.21.0 --hash=sha256:{digest}" in lines
     tampered = {image.tf_keras: lock.wheels[image.tf_keras].model_copy(update={"sha256": "0" * 64})}
     with pytest.raises(SpecError, match=r"tf-keras==2\.21\.0: .* is not the locked wheel"):
-        _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock(wheels=tampered))
+        _assemble(image, tmp_path, runtime, images_lock, wheel_locks.Lock(wheels=tampered))
     with pytest.raises(SpecError, match=r"no entry for tf-keras==2\.21\.0"):
-        _assemble(image, tmp_path, runtime, images_lock, wheellock.Lock())
+        _assemble(image, tmp_path, runtime, images_lock, wheel_locks.Lock())
 
 
 def test_the_committed_image_lock_covers_every_image() -> None:
     """`build.py lock --check` would pass: each base Python has pip and the extras' set; each
     locked pin names its file."""
-    lock = wheellock.load_images()
+    lock = wheel_locks.load_images()
     assert lock_refresh.missing_images(SPEC, lock) == []
     assert set(lock.pythons) == {image.base_python for image in IMAGES}
     for entry in lock.pythons.values():
@@ -324,9 +329,9 @@ def test_the_committed_image_lock_covers_every_image() -> None:
 
 
 def test_a_new_package_makes_the_lock_incomplete(tmp_path: Path) -> None:
-    lock = wheellock.load_images()
-    wheellock.write_images(lock, tmp_path)
-    assert wheellock.load_images(tmp_path) == lock  # what write writes, load reads
+    lock = wheel_locks.load_images()
+    wheel_locks.write_images(lock, tmp_path)
+    assert wheel_locks.load_images(tmp_path) == lock  # what write writes, load reads
     changed = SPEC.model_copy(
         update={"images": SPEC.images.model_copy(update={"runtime_extras": [*EXTRAS, "rich"]})}
     )

@@ -15,8 +15,9 @@ import pytest
 from tests.build.test_cli import run
 from tests.build.test_context import EXTRAS, FakeIndex, _image_lock, _wheel_name
 from tests.build.test_spec import copy_spec, edit
-from tfgpu_kit import catalog, context, cudagap, render, spec, verify_images, wheellock
+from tfgpu_kit import catalog, context, cudagap, render, spec, verify_images
 from tfgpu_kit.errors import EXIT_USAGE, SpecError
+from tfgpu_kit.locks import wheel_locks
 
 SPEC = spec.load()
 IMAGES = {i.name: i for i in catalog.images(SPEC)}
@@ -97,10 +98,10 @@ def test_the_slim_dockerfile() -> None:
 def test_the_committed_lock_holds_each_slim_set_with_its_sizes() -> None:
     """TensorFlow and its dependencies by version, file, sha256 and unpacked size: the size of
     most of a slim image, known before it is built."""
-    lock = wheellock.load_images()
+    lock = wheel_locks.load_images()
     for image in (i for i in IMAGES.values() if i.slim):
-        packages = wheellock.image_packages(SPEC.images.runtime_extras, image.pip)
-        locked = wheellock.wheel_set(lock, image.base_python, packages, image.name)
+        packages = wheel_locks.image_packages(SPEC.images.runtime_extras, image.pip)
+        locked = wheel_locks.wheel_set(lock, image.base_python, packages, image.name)
         assert f"tensorflow=={image.tensorflow}" in locked.wheels
         assert all(entry.unpacked_bytes for entry in locked.wheels.values()), image.name
         assert sum(e.unpacked_bytes or 0 for e in locked.wheels.values()) > 1 << 30
@@ -108,13 +109,13 @@ def test_the_committed_lock_holds_each_slim_set_with_its_sizes() -> None:
 
 @pytest.mark.parametrize("pin", ["certifi==2026.10.19.post1", "wheel==0.45.1", "a-b==1.0rc1"])
 def test_a_locked_set_takes_any_pep440_version(pin: str) -> None:
-    wheellock.WheelSet(packages=["x"], wheels={pin: {"file": "x.whl", "sha256": "0" * 64}})
+    wheel_locks.WheelSet(packages=["x"], wheels={pin: {"file": "x.whl", "sha256": "0" * 64}})
 
 
 @pytest.mark.parametrize("pin", ["certifi", "Certifi==1.0", "x==1.0 ; os", "x==not a version"])
 def test_a_locked_set_refuses_what_is_no_exact_pin(pin: str) -> None:
     with pytest.raises(ValueError, match="pinned exactly"):
-        wheellock.WheelSet(packages=["x"], wheels={pin: {"file": "x.whl", "sha256": "0" * 64}})
+        wheel_locks.WheelSet(packages=["x"], wheels={pin: {"file": "x.whl", "sha256": "0" * 64}})
 
 
 def test_the_slim_context_counts_tensorflow_in_the_budget(
@@ -130,11 +131,11 @@ def test_the_slim_context_counts_tensorflow_in_the_budget(
         for pin, entry in images_lock.pythons["3.11"].sets[0].wheels.items()
     }
     images_lock.pythons["3.11"].sets[0].wheels.update(sized)
-    cuda: dict[str, wheellock.LockedWheel] = {}
+    cuda: dict[str, wheel_locks.LockedWheel] = {}
     for pin in image.gap.wheels:
         file = tmp_path / _wheel_name(pin)
         file.write_bytes(pin.encode())
-        cuda[pin] = wheellock.describe(file, 10)
+        cuda[pin] = wheel_locks.describe(file, 10)
     index = FakeIndex()
     monkeypatch.setattr(context, "download", index)
     runtime = tmp_path / "tfgpu-0.1.0-py3-none-any.whl"
@@ -145,7 +146,7 @@ def test_the_slim_context_counts_tensorflow_in_the_budget(
         tmp_path / "ctx",
         runtime_wheel=runtime,
         runtime_extras=EXTRAS,
-        lock=wheellock.Lock(wheels=cuda),
+        lock=wheel_locks.Lock(wheels=cuda),
         images_lock=images_lock,
     )
     assert ctx.tensorflow_bytes == 1000 * len(pins)
@@ -196,7 +197,7 @@ class _Images:
 
 @pytest.mark.parametrize(("extra_mib", "ok"), [(100, True), (130, False)])
 def test_verify_checks_what_the_image_adds_against_its_budget(extra_mib: int, ok: bool) -> None:
-    cuda, images = wheellock.load(), wheellock.load_images()
+    cuda, images = wheel_locks.load(), wheel_locks.load_images()
     adds, kit = catalog.locked_additions(SPEC, SLIM, cuda, images)
     base = "tfgpu-standin.local/library/python:3.11-slim-bookworm"
     labels = {"org.opencontainers.image.base.name": base}
@@ -212,6 +213,6 @@ def test_verify_says_when_the_base_is_not_there_to_measure(
 ) -> None:
     labels = {"org.opencontainers.image.base.name": "docker.io/library/python:3.11-slim-bookworm"}
     client = SimpleNamespace(images=_Images({"img": 1}, labels))
-    cuda, images = wheellock.load(), wheellock.load_images()
+    cuda, images = wheel_locks.load(), wheel_locks.load_images()
     assert verify_images._size_budget(SPEC, client, "img", SLIM, cuda, images) == []
     assert "size budget not checked: its base docker.io/library/python" in caplog.text

@@ -14,7 +14,7 @@ import pytest
 
 from tests.standin import Result
 from tfgpu_kit import spec as specs
-from tfgpu_kit import wheellock
+from tfgpu_kit.locks import wheel_locks
 
 # the kit's own layers' budget per image (images/images.yaml)
 KIT_MIB = specs.load().images.variants["gpu"].max_added_mib
@@ -50,7 +50,7 @@ def test_build_command_end_to_end_on_the_standin(
         assert row["tags"][0] == f"{E2E_REGISTRY}/tfgpu/tensorflow:2.17.0-gpu"
         assert row["tags"][-1] == f"{E2E_REGISTRY}/tfgpu/tensorflow:2.17.0-gpu-py311-cu123"
         # the kit's layers and 2.17's tf-keras (its tf.keras is Keras 3), by the lock
-        keras_mib = wheellock.load().wheels["tf-keras==2.17.0"].unpacked_bytes / 2**20
+        keras_mib = wheel_locks.load().wheels["tf-keras==2.17.0"].unpacked_bytes / 2**20
         assert row["tf_keras_mib"] == pytest.approx(keras_mib, abs=0.05)
         assert row["budget_mib"] == pytest.approx(KIT_MIB + keras_mib, abs=0.01)
         assert row["added_mib"] is not None and keras_mib < row["added_mib"] <= row["budget_mib"]

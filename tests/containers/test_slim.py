@@ -14,7 +14,8 @@ import pytest
 from tests.containers.test_image_audit import _audit
 from tests.kit_images import VERSION, build_py
 from tests.standin import slim_tag
-from tfgpu_kit import catalog, spec, wheellock
+from tfgpu_kit import catalog, spec
+from tfgpu_kit.locks import wheel_locks
 
 pytestmark = pytest.mark.docker
 
@@ -43,9 +44,9 @@ def test_what_it_adds_is_its_locked_parts_within_its_budget(
     """Over its base: TensorFlow with its dependencies, the CUDA wheels and tf-keras by their
     locked unpacked sizes, plus at most the variant's budget (the runtime, the byte code)."""
     added = _size(docker_client, slim_image) - _size(docker_client, slim_tag())
-    packages = wheellock.image_packages(SPEC.images.runtime_extras, IMAGE.pip)
-    locked_set = wheellock.wheel_set(wheellock.load_images(), "3.11", packages, IMAGE.name)
-    cuda = wheellock.load()
+    packages = wheel_locks.image_packages(SPEC.images.runtime_extras, IMAGE.pip)
+    locked_set = wheel_locks.wheel_set(wheel_locks.load_images(), "3.11", packages, IMAGE.name)
+    cuda = wheel_locks.load()
     locked = sum(e.unpacked_bytes or 0 for e in locked_set.wheels.values())
     locked += sum(cuda.wheels[p].unpacked_bytes for p in [*IMAGE.gap.wheels, IMAGE.tf_keras or ""])
     budget = IMAGE.official.variant.max_added_mib * 2**20

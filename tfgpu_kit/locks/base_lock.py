@@ -16,14 +16,12 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import IMAGES_DIR, load_yaml, validate
+from tfgpu_kit.locks.lock_file import LockFile
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +66,12 @@ class BaseLock(BaseModel):
     bases: dict[str, LockedBase] = {}
 
 
-def lock_path(directory: Path | None = None) -> Path:
-    return (directory or IMAGES_DIR) / LOCK_NAME
+def _dump(lock: BaseLock) -> dict[str, Any]:
+    return {"bases": {ref: entry.model_dump() for ref, entry in sorted(lock.bases.items())}}
 
 
-def load(directory: Path | None = None) -> BaseLock:
-    """The lock (empty when the file does not exist yet)."""
-    path = lock_path(directory)
-    if not path.exists():
-        return BaseLock()
-    return validate(BaseLock, load_yaml(path) or {}, path)
-
-
-def write(lock: BaseLock, directory: Path | None = None) -> Path:
-    path = lock_path(directory)
-    data = {"bases": {ref: entry.model_dump() for ref, entry in sorted(lock.bases.items())}}
-    path.write_text(HEADER + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+FILE = LockFile(LOCK_NAME, HEADER, BaseLock, _dump)
+lock_path, load, write = FILE.path, FILE.load, FILE.write
 
 
 def official_ref(image: BasedImage) -> str:

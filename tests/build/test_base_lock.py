@@ -11,8 +11,9 @@ from typing import Any
 import docker.errors
 import pytest
 
-from tfgpu_kit import baselock, catalog, lock_refresh, spec
+from tfgpu_kit import catalog, lock_refresh, spec
 from tfgpu_kit.errors import SpecError
+from tfgpu_kit.locks import base_lock
 
 SPEC = spec.load()
 IMAGES = catalog.images(SPEC)
@@ -25,27 +26,27 @@ def _image(name: str = "2.21.0-gpu") -> catalog.Image:
     return next(i for i in IMAGES if i.name == name)
 
 
-def _lock(**digests: str | None) -> baselock.BaseLock:
+def _lock(**digests: str | None) -> base_lock.BaseLock:
     """Every official base unknown, but those given (keyed by image name)."""
-    bases = {ref: baselock.LockedBase() for ref in baselock.refs(IMAGES)}
+    bases = {ref: base_lock.LockedBase() for ref in base_lock.refs(IMAGES)}
     for name, digest in digests.items():
-        bases[baselock.official_ref(_image(name))] = baselock.LockedBase(digest=digest)
-    return baselock.BaseLock(bases=bases)
+        bases[base_lock.official_ref(_image(name))] = base_lock.LockedBase(digest=digest)
+    return base_lock.BaseLock(bases=bases)
 
 
 def test_the_committed_lock_names_every_official_base_and_how_to_refresh() -> None:
-    lock = baselock.load()
-    assert baselock.missing(IMAGES, lock) == []
-    assert set(lock.bases) == set(baselock.refs(IMAGES))
+    lock = base_lock.load()
+    assert base_lock.missing(IMAGES, lock) == []
+    assert set(lock.bases) == set(base_lock.refs(IMAGES))
     assert REF in lock.bases
-    header = baselock.lock_path().read_text().split("bases:")[0]
+    header = base_lock.lock_path().read_text().split("bases:")[0]
     assert "digest: null" in header and "./kit lock --bases" in header
 
 
 def test_unknown_digests_warn_once_and_label_unknown(caplog: pytest.LogCaptureFixture) -> None:
     images = [_image("2.21.0-gpu"), _image("2.21.0-gpu-jupyter"), _image("2.20.0-gpu")]
     with caplog.at_level(logging.WARNING):
-        digests = baselock.BaseDigests(_lock(), images, base_registry=None)
+        digests = base_lock.BaseDigests(_lock(), images, base_registry=None)
         assert [digests.digest(image, []) for image in images] == [None, None, None]
     (record,) = caplog.records
     assert "does not know the digest of" in record.getMessage()
@@ -56,7 +57,7 @@ def test_a_known_digest_is_the_label_and_a_different_local_base_is_refused(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING):
-        digests = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
+        digests = base_lock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
     assert caplog.records == []
     # base not local (yet), or bake: the Dockerfile's FROM names the base by A, the engine pulls A
     assert digests.digest(_image(), None) == A
@@ -72,7 +73,7 @@ def test_a_base_the_lock_lacks_stops_the_build() -> None:
     lock = _lock()
     del lock.bases[REF]
     with pytest.raises(SpecError) as info:
-        baselock.BaseDigests(lock, [_image()], base_registry=None)
+        base_lock.BaseDigests(lock, [_image()], base_registry=None)
     assert info.value.message == f"bases.lock.yaml has no entry for {REF}"
     assert info.value.hint is not None and "./kit lock --bases" in info.value.hint
 
@@ -80,8 +81,8 @@ def test_a_base_the_lock_lacks_stops_the_build() -> None:
 def test_a_mirror_is_exempt_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     images = [_image("2.21.0-gpu"), _image("2.20.0-gpu")]
     with caplog.at_level(logging.WARNING):
-        digests = baselock.BaseDigests(
-            baselock.BaseLock(), images, base_registry="tfgpu-standin.local/"
+        digests = base_lock.BaseDigests(
+            base_lock.BaseLock(), images, base_registry="tfgpu-standin.local/"
         )
         assert digests.digest(images[0], [f"tfgpu-standin.local/tensorflow/tensorflow@{B}"]) == B
         assert digests.digest(images[1], []) is None
@@ -108,24 +109,24 @@ class StubImages:
 def test_refresh_records_each_digest_and_where_it_came_from(tmp_path: Path) -> None:
     other = "docker.io/tensorflow/tensorflow:2.20.0-gpu"
     client = SimpleNamespace(images=StubImages({REF: A}))
-    new, failed = baselock.refresh(client, [REF, other], baselock.BaseLock())
+    new, failed = base_lock.refresh(client, [REF, other], base_lock.BaseLock())
     assert client.images.asked == [REF, other]
     assert failed == [other]
     assert new.bases[REF].digest == A
     assert new.bases[REF].source == "registry docker.io, via the Docker engine"
     assert new.bases[REF].checked is not None
-    assert new.bases[other] == baselock.LockedBase()  # unreadable: recorded as unknown
-    baselock.write(new, tmp_path)
-    assert baselock.load(tmp_path) == new
+    assert new.bases[other] == base_lock.LockedBase()  # unreadable: recorded as unknown
+    base_lock.write(new, tmp_path)
+    assert base_lock.load(tmp_path) == new
     # a later failure keeps the digest read before
-    again, failed = baselock.refresh(SimpleNamespace(images=StubImages({})), [REF], new)
+    again, failed = base_lock.refresh(SimpleNamespace(images=StubImages({})), [REF], new)
     assert failed == [REF] and again.bases[REF].digest == A
 
 
 def test_the_lock_refuses_a_malformed_digest(tmp_path: Path) -> None:
     (tmp_path / "bases.lock.yaml").write_text(f"bases:\n  {REF}:\n    digest: sha256:abc\n")
     with pytest.raises(SpecError, match="digest"):
-        baselock.load(tmp_path)
+        base_lock.load(tmp_path)
 
 
 def test_lock_check_names_what_a_lock_lacks(
@@ -135,8 +136,10 @@ def test_lock_check_names_what_a_lock_lacks(
     assert lock_refresh.check(SPEC) == 0
     trimmed = _lock()
     del trimmed.bases[REF]
-    baselock.write(trimmed, tmp_path)
-    monkeypatch.setattr(baselock, "IMAGES_DIR", tmp_path)
+    base_lock.write(trimmed, tmp_path)
+    monkeypatch.setattr(
+        base_lock.FILE, "path", lambda directory=None: tmp_path / base_lock.LOCK_NAME
+    )
     assert lock_refresh.check(SPEC) == 1
     assert f"bases.lock.yaml: {REF} has no entry (run `build.py lock --bases`)" in caplog.text
 
@@ -144,13 +147,13 @@ def test_lock_check_names_what_a_lock_lacks(
 def test_a_local_base_without_a_registry_digest_is_refused_when_the_lock_knows_one() -> None:
     """Issue 22: `digest(image, [])` returned the locked digest for a local base that has no
     RepoDigest (built or `docker load`ed here): the label claimed a digest nobody checked."""
-    digests = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
+    digests = base_lock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
     with pytest.raises(SpecError) as info:
         digests.digest(_image(), [])
     assert f"the local base {REF} has no registry digest" in info.value.message
     assert info.value.hint is not None and f"docker pull {REF}@{A}" in info.value.hint
     # unknown in the lock: nothing to refuse, the label says unknown
-    unknown = baselock.BaseDigests(_lock(), [_image()], base_registry=None)
+    unknown = base_lock.BaseDigests(_lock(), [_image()], base_registry=None)
     assert unknown.digest(_image(), []) is None and unknown.digest(_image(), None) is None
 
 
@@ -173,7 +176,9 @@ def test_a_known_digest_pins_the_from_lines_and_a_mirror_unpins_them() -> None:
         render.render_image(spec, image)
         == (render.DOCKERFILES_DIR / image.name / "Dockerfile").read_text()
     )
-    mirror = baselock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [image], base_registry="mirror.local")
+    mirror = base_lock.BaseDigests(
+        _lock(**{"2.21.0-gpu": A}), [image], base_registry="mirror.local"
+    )
     assert mirror.pin() == ""  # FROM by tag: the lock does not vouch for a mirror's copy
 
 

@@ -16,7 +16,7 @@ import docker
 import pytest
 
 from tests.ci_policy import ci_or_skip
-from tfgpu_kit import baselock
+from tfgpu_kit.locks import base_lock
 
 pytestmark = pytest.mark.docker
 
@@ -73,13 +73,13 @@ def test_lock_bases_reads_the_digest_the_registry_serves(registry: str, tmp_path
         pushed = client.images.get(ref).attrs["RepoDigests"]
         (expected,) = [d.split("@", 1)[1] for d in pushed if d.startswith(registry)]
 
-        lock, failed = baselock.refresh(client, [ref], baselock.BaseLock())
+        lock, failed = base_lock.refresh(client, [ref], base_lock.BaseLock())
         assert failed == []
         assert lock.bases[ref].digest == expected
         assert lock.bases[ref].source == f"registry {registry}, via the Docker engine"
         # a tag nobody pushed: recorded as unknown, reported as failed
         absent = f"{registry}/tfgpu-test/base:absent"
-        lock, failed = baselock.refresh(client, [ref, absent], lock)
+        lock, failed = base_lock.refresh(client, [ref, absent], lock)
         assert failed == [absent] and lock.bases[absent].digest is None
         assert lock.bases[ref].digest == expected
     finally:

@@ -9,17 +9,16 @@ show what an image adds, and its size, without downloading gigabytes."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import IMAGES_DIR, PinnedWheel, ResolvedPin, Spec, load_yaml, validate
+from tfgpu_kit.locks.lock_file import LockFile, check_file, sha256
+from tfgpu_kit.spec import PinnedWheel, ResolvedPin, Spec
 
 LOCK_NAME = "cuda-wheels.lock.yaml"
 HEADER = """\
@@ -46,18 +45,6 @@ class Lock(BaseModel):
     wheels: dict[PinnedWheel, LockedWheel] = {}
 
 
-def lock_path(directory: Path | None = None) -> Path:
-    return (directory or IMAGES_DIR) / LOCK_NAME
-
-
-def load(directory: Path | None = None) -> Lock:
-    """The lock (empty when the file does not exist yet)."""
-    path = lock_path(directory)
-    if not path.exists():
-        return Lock()
-    return validate(Lock, load_yaml(path) or {}, path)
-
-
 def all_pins(spec: Spec) -> list[str]:
     """Every and_cuda and tf_keras pin of the matrix, once, sorted."""
     builds = spec.matrix.tensorflow.values()
@@ -71,14 +58,6 @@ def missing(spec: Spec, lock: Lock) -> list[str]:
     return [pin for pin in all_pins(spec) if pin not in lock.wheels]
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def describe(path: Path, unpacked_bytes: int) -> LockedWheel:
     return LockedWheel(
         file=path.name,
@@ -88,13 +67,12 @@ def describe(path: Path, unpacked_bytes: int) -> LockedWheel:
     )
 
 
-def write(lock: Lock, directory: Path | None = None) -> Path:
-    path = lock_path(directory)
-    data: dict[str, Any] = {
-        "wheels": {pin: entry.model_dump() for pin, entry in sorted(lock.wheels.items())}
-    }
-    path.write_text(HEADER + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+def _dump(lock: Lock) -> dict[str, Any]:
+    return {"wheels": {pin: entry.model_dump() for pin, entry in sorted(lock.wheels.items())}}
+
+
+FILE = LockFile(LOCK_NAME, HEADER, Lock, _dump)
+lock_path, load, write = FILE.path, FILE.load, FILE.write
 
 
 @dataclass(frozen=True)
@@ -122,13 +100,7 @@ def verify(lock: Lock, pin: str, path: Path) -> None:
             f"{LOCK_NAME}: no entry for {pin}",
             hint="run `build.py lock` after changing and_cuda or tf_keras",
         )
-    if path.name != entry.file or sha256(path) != entry.sha256:
-        raise SpecError(
-            f"{pin}: {path.name} is not the locked wheel"
-            f" ({entry.file}, sha256 {entry.sha256[:16]}…)",
-            hint="PyPI served other bytes than when the lock was written: check them, then"
-            " `build.py lock` to accept them",
-        )
+    check_file(pin, entry.file, entry.sha256, path, LOCK_NAME)
 
 
 # images/image-wheels.lock.yaml: every other wheel an image's context holds, locked per base Python.
@@ -187,21 +159,8 @@ class ImageLock(BaseModel):
     pythons: dict[str, PythonWheels] = {}
 
 
-def image_lock_path(directory: Path | None = None) -> Path:
-    return (directory or IMAGES_DIR) / IMAGE_LOCK_NAME
-
-
-def load_images(directory: Path | None = None) -> ImageLock:
-    """images/image-wheels.lock.yaml (empty when the file does not exist yet)."""
-    path = image_lock_path(directory)
-    if not path.exists():
-        return ImageLock()
-    return validate(ImageLock, load_yaml(path) or {}, path)
-
-
-def write_images(lock: ImageLock, directory: Path | None = None) -> Path:
-    path = image_lock_path(directory)
-    data = {
+def _dump_images(lock: ImageLock) -> dict[str, Any]:
+    return {
         "pythons": {
             python: {
                 "pip": {"pin": entry.pip.pin, "file": entry.pip.file, "sha256": entry.pip.sha256},
@@ -218,8 +177,10 @@ def write_images(lock: ImageLock, directory: Path | None = None) -> Path:
             for python, entry in sorted(lock.pythons.items(), key=lambda kv: python_key(kv[0]))
         }
     }
-    path.write_text(IMAGE_HEADER + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+
+
+IMAGE_FILE = LockFile(IMAGE_LOCK_NAME, IMAGE_HEADER, ImageLock, _dump_images)
+image_lock_path, load_images, write_images = IMAGE_FILE.path, IMAGE_FILE.load, IMAGE_FILE.write
 
 
 def python_key(python: str) -> tuple[int, ...]:
@@ -262,13 +223,7 @@ def pinned_file(path: Path, unpacked_bytes: int | None = None) -> PinnedFile:
 
 def verify_file(pin: str, entry: PinnedFile, path: Path) -> None:
     """SpecError unless `path` is the locked file of `pin` (name and sha256)."""
-    if path.name != entry.file or sha256(path) != entry.sha256:
-        raise SpecError(
-            f"{pin}: {path.name} is not the locked wheel"
-            f" ({entry.file}, sha256 {entry.sha256[:16]}…) of {IMAGE_LOCK_NAME}",
-            hint="the index served other bytes than when the lock was written: check them, then"
-            " `build.py lock` to accept them",
-        )
+    check_file(pin, entry.file, entry.sha256, path, IMAGE_LOCK_NAME)
 
 
 @dataclass(frozen=True)
