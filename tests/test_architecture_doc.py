@@ -12,19 +12,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
-NAMED = re.compile(r"`((?:tfgpu_kit|entrypoint/src/tfgpu)/[\w/]*\.py)`")
+NAMED = re.compile(r"`((?:tfgpu_kit|entrypoint/src/tfgpu|fakegpu)/[\w/]*\.py)`")
 CONTRACT = ROOT / ".importlinter"
 MOST_FLOORS = 10  # issue 17
 
 
 def modules() -> set[str]:
     found = set()
-    for folder in ("tfgpu_kit", "entrypoint/src/tfgpu"):
-        for path in (ROOT / folder).rglob("*.py"):
-            relative = path.relative_to(ROOT).as_posix()
-            if "/fakegpu/" in relative and not relative.endswith("fakegpu/__init__.py"):
-                continue
-            found.add(relative)
+    for folder in ("tfgpu_kit", "entrypoint/src/tfgpu", "fakegpu"):
+        found |= {path.relative_to(ROOT).as_posix() for path in (ROOT / folder).rglob("*.py")}
     return found
 
 
@@ -93,8 +89,8 @@ def test_every_module_of_the_build_side_is_on_a_floor() -> None:
     children |= {f"tfgpu_kit.{p.parent.name}" for p in kit.glob("*/__init__.py")}
     named = set().union(*layers())
     assert sorted(children - named) == []
-    assert sorted(named - children - {"tfgpu"}) == []
-    assert "tfgpu" in layers()[-1]  # the runtime, on the bottom floor
+    assert sorted(named - children - {"tfgpu", "fakegpu"}) == []
+    assert {"tfgpu", "fakegpu"} <= layers()[-1]  # the runtime and the fake driver: the bottom floor
 
 
 def test_the_runtime_never_imports_the_build_side() -> None:
@@ -102,3 +98,11 @@ def test_the_runtime_never_imports_the_build_side() -> None:
     assert runtime["type"] == "forbidden"
     assert runtime["source_modules"].split() == ["tfgpu"]
     assert runtime["forbidden_modules"].split() == ["tfgpu_kit"]
+
+
+def test_the_fake_driver_stands_alone() -> None:
+    """Issue 17: the fake driver is a component of its own (fakegpu/), which the kit uses."""
+    alone = contract()["importlinter:contract:fakegpu"]
+    assert (alone["type"], alone["source_modules"].split()) == ("forbidden", ["fakegpu"])
+    assert alone["forbidden_modules"].split() == ["tfgpu_kit", "tfgpu"]
+    assert not (ROOT / "tfgpu_kit" / "fakegpu").exists()

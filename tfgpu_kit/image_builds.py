@@ -28,6 +28,7 @@ from tfgpu_kit.errors import EXIT_FAILED, SpecError
 from tfgpu_kit.locks import base_lock, wheel_locks
 from tfgpu_kit.output import BYTES_PER_MIB, mib, print_json, table
 from tfgpu_kit.spec import ROOT
+from tfgpu_kit.verify import images as verify_images
 from tfgpu_kit.versions import parse_driver
 
 log = logging.getLogger(__name__)
@@ -435,7 +436,6 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
     """Build, tag (push, verify) each image, one context at a time; print the final table.
     Returns the exit status: EXIT_FAILED when an image is over its size budget or fails verify."""
     from tfgpu_kit import dockerbuild
-    from tfgpu_kit.verify_images import verify_images
 
     client = dockerbuild.client()
     if images[0].jetson:
@@ -452,7 +452,7 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
     status = report(results, as_json=options.as_json)
     if options.verify:
         refs = [b.tags[0] for b in results]
-        status = verify_images(spec, client, refs, as_json=False) or status
+        status = verify_images.verify_images(spec, client, refs, as_json=False) or status
     return status
 
 

@@ -15,9 +15,11 @@ import pytest
 from tests.build.test_cli import run
 from tests.build.test_context import EXTRAS, FakeIndex, _image_lock, _wheel_name
 from tests.build.test_spec import copy_spec, edit
-from tfgpu_kit import catalog, context, cudagap, render, spec, verify_images
+from tfgpu_kit import catalog, context, cudagap, render, spec
 from tfgpu_kit.errors import EXIT_USAGE, SpecError
 from tfgpu_kit.locks import wheel_locks
+from tfgpu_kit.verify import images as verify_images
+from tfgpu_kit.verify.checks import Observed
 
 SPEC = spec.load()
 IMAGES = {i.name: i for i in catalog.images(SPEC)}
@@ -202,8 +204,9 @@ def test_verify_checks_what_the_image_adds_against_its_budget(extra_mib: int, ok
     base = "tfgpu-standin.local/library/python:3.11-slim-bookworm"
     labels = {"org.opencontainers.image.base.name": base}
     size = 170 * 2**20 + adds.total + extra_mib * 2**20
-    client = SimpleNamespace(images=_Images({"img": size, base: 170 * 2**20}, labels))
-    (check,) = verify_images._size_budget(SPEC, client, "img", SLIM, cuda, images)
+    client = SimpleNamespace(images=_Images({base: 170 * 2**20}, {}))
+    observed = Observed(labels, {}, None, size=size)
+    (check,) = verify_images._size_budget(SPEC, client, observed, SLIM, cuda, images)
     assert (check.name, check.ok, kit) == ("size budget", ok, 120)
     assert check.detail.startswith(f"adds {adds.total / 2**20 + extra_mib:.1f} MiB to {base}")
 
@@ -212,7 +215,8 @@ def test_verify_says_when_the_base_is_not_there_to_measure(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     labels = {"org.opencontainers.image.base.name": "docker.io/library/python:3.11-slim-bookworm"}
-    client = SimpleNamespace(images=_Images({"img": 1}, labels))
+    client = SimpleNamespace(images=_Images({}, {}))
     cuda, images = wheel_locks.load(), wheel_locks.load_images()
-    assert verify_images._size_budget(SPEC, client, "img", SLIM, cuda, images) == []
+    observed = Observed(labels, {}, None, size=1)
+    assert verify_images._size_budget(SPEC, client, observed, SLIM, cuda, images) == []
     assert "size budget not checked: its base docker.io/library/python" in caplog.text

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from tfgpu_kit import cudagap, spec, verify
+from tfgpu_kit import cudagap, spec
+from tfgpu_kit.verify import checks as verify_checks
+from tfgpu_kit.verify import observe
 
 SPEC = spec.load()
 REQ = cudagap.requirements(SPEC, "2.21.0")
@@ -19,16 +21,18 @@ REPORT: dict[str, Any] = json.loads(
 )
 
 
-def observed(report: dict[str, Any] | None = None, **overrides: str) -> verify.Observed:
-    labels = verify.expected_labels(REQ, "gpu")
-    env = verify.expected_env(REQ)
+def observed(report: dict[str, Any] | None = None, **overrides: str) -> verify_checks.Observed:
+    labels = verify_checks.expected_labels(REQ, "gpu")
+    env = verify_checks.expected_env(REQ)
     for key, value in overrides.items():
         (labels if key.startswith(("io.", "org.")) else env)[key] = value
-    return verify.Observed(labels, env, copy.deepcopy(REPORT) if report is None else report)
+    return verify_checks.Observed(labels, env, copy.deepcopy(REPORT) if report is None else report)
 
 
-def failed(obs: verify.Observed) -> list[str]:
-    return [f"{c.name}: {c.detail}" for c in verify.failures(verify.compare(SPEC, obs))]
+def failed(obs: verify_checks.Observed) -> list[str]:
+    return [
+        f"{c.name}: {c.detail}" for c in verify_checks.failures(verify_checks.compare(SPEC, obs))
+    ]
 
 
 def test_complete_image_passes() -> None:
@@ -109,22 +113,24 @@ def test_labels_are_judged_by_the_cuda_source_the_image_used() -> None:
     """An image built with --cuda-source base says so; its labels must then name the base's
     CUDA 12.3 and cuDNN 8.9.6 (what TensorFlow loads there), not the wheels'."""
     base = cudagap.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
-    labels = verify.expected_labels(base, "gpu")
+    labels = verify_checks.expected_labels(base, "gpu")
     assert labels["io.tfgpu.cuda"] == "12.3.1" and labels["io.tfgpu.cudnn"] == "8.9.6"
-    obs = verify.Observed(labels, verify.expected_env(base), copy.deepcopy(REPORT))
+    obs = verify_checks.Observed(labels, verify_checks.expected_env(base), copy.deepcopy(REPORT))
     assert failed(obs) == []
-    wrong = verify.Observed(
-        {**labels, "io.tfgpu.cuda": "12.5.1"}, verify.expected_env(base), copy.deepcopy(REPORT)
+    wrong = verify_checks.Observed(
+        {**labels, "io.tfgpu.cuda": "12.5.1"},
+        verify_checks.expected_env(base),
+        copy.deepcopy(REPORT),
     )
     assert failed(wrong) == ["label io.tfgpu.cuda: '12.5.1', expected '12.3.1'"]
 
 
 def test_no_report_and_foreign_image() -> None:
-    obs = verify.Observed(
-        verify.expected_labels(REQ, "gpu"), verify.expected_env(REQ), None, "exit 127"
+    obs = verify_checks.Observed(
+        verify_checks.expected_labels(REQ, "gpu"), verify_checks.expected_env(REQ), None, "exit 127"
     )
     assert any("tfgpu check: the runtime gave no report: exit 127" in p for p in failed(obs))
-    assert failed(verify.Observed({}, {}, None, "exit 1")) == [
+    assert failed(verify_checks.Observed({}, {}, None, "exit 1")) == [
         "image: no TensorFlow version found: exit 1"
     ]
 
@@ -134,8 +140,8 @@ def test_an_image_not_built_by_the_kit_is_judged_on_its_tensorflow() -> None:
     labels, ENV and the hook are not asked for."""
     report = copy.deepcopy(REPORT)
     report["hook"] = {"installed": False, "pth": None, "active": False}
-    obs = verify.Observed({}, {}, report)
-    checks = verify.compare(SPEC, obs)
+    obs = verify_checks.Observed({}, {}, report)
+    checks = verify_checks.compare(SPEC, obs)
     assert (
         checks[0].name == "image" and checks[0].ok and "not built by this kit" in checks[0].detail
     )
@@ -143,14 +149,15 @@ def test_an_image_not_built_by_the_kit_is_judged_on_its_tensorflow() -> None:
     assert failed(obs) == []
     library(report, "libcudnn.so.9").update(loaded=False, path=None, error="not found")
     assert any(
-        "libcudnn.so.9 cannot be loaded" in p for p in failed(verify.Observed({}, {}, report))
+        "libcudnn.so.9 cannot be loaded" in p
+        for p in failed(verify_checks.Observed({}, {}, report))
     )
 
 
 def test_parse_report_takes_the_json_line() -> None:
-    report, error = verify.parse_report("some log line\n" + json.dumps(REPORT) + "\n")
+    report, error = observe.parse_report("some log line\n" + json.dumps(REPORT) + "\n")
     assert error is None and report is not None and report["tfgpu_version"] == "0.1.0"
-    assert verify.parse_report("Traceback ...")[0] is None
+    assert observe.parse_report("Traceback ...")[0] is None
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -219,14 +226,14 @@ def test_self_check_runs_when_tensorflow_cannot_be_imported() -> None:
 def test_parse_report_indented_after_noise(before: str, indent: int | None) -> None:
     # `tfgpu check --json` prints `json.dumps(doc, indent=2)`: many lines, nested `{` lines
     stdout = before + json.dumps(REPORT, indent=indent) + "\ntrailing line\n"
-    report, error = verify.parse_report(stdout)
+    report, error = observe.parse_report(stdout)
     assert error is None
     assert report == REPORT
 
 
 def test_parse_report_names_the_image_when_nothing_parses() -> None:
     stdout = "summary\n" + json.dumps(REPORT, indent=2)[:-40]  # cut short
-    report, error = verify.parse_report(stdout, "tfgpu/tensorflow:2.21.0-gpu")
+    report, error = observe.parse_report(stdout, "tfgpu/tensorflow:2.21.0-gpu")
     assert report is None and error is not None
     assert "no JSON object in the output of tfgpu check --json in tfgpu/tensorflow:2.21.0-gpu" in (
         error
@@ -255,18 +262,18 @@ REFUSED_221 = "\n".join(
 
 
 def test_probe_registered() -> None:
-    probe = verify.parse_probe(
+    probe = observe.parse_probe(
         "noise\n" + CREATED_221 + "\n[LogicalDevice(name='/device:GPU:0')]\n"
     )
     assert probe.registered and probe.lines == (CREATED_221,)
-    (check,) = verify._gpu_check(probe)
+    (check,) = verify_checks._gpu_check(probe)
     assert check.ok and "14848 MB" in check.detail
 
 
 def test_probe_refused_quotes_tensorflow() -> None:
-    probe = verify.parse_probe(REFUSED_221)
+    probe = observe.parse_probe(REFUSED_221)
     assert not probe.registered
-    (check,) = verify._gpu_check(probe)
+    (check,) = verify_checks._gpu_check(probe)
     assert not check.ok
     assert "Could not load dynamic library 'libcudnn.so.9'" in check.detail
     assert "Cannot dlopen some GPU libraries" in check.detail
@@ -274,13 +281,13 @@ def test_probe_refused_quotes_tensorflow() -> None:
 
 
 def test_probe_failures_are_checks_that_fail() -> None:
-    assert verify._gpu_check(None) == []  # --no-gpu-probe: nothing claimed
-    (check,) = verify._gpu_check(verify.GpuProbe(False, (), "gcc not found"))
+    assert verify_checks._gpu_check(None) == []  # --no-gpu-probe: nothing claimed
+    (check,) = verify_checks._gpu_check(verify_checks.GpuProbe(False, (), "gcc not found"))
     assert not check.ok and "the probe did not run: gcc not found" in check.detail
-    (silent,) = verify._gpu_check(verify.parse_probe("[]\n"))
+    (silent,) = verify_checks._gpu_check(observe.parse_probe("[]\n"))
     assert not silent.ok and "no Created device line" in silent.detail
     # the probe's verdict is part of compare()
-    obs = dataclasses.replace(observed(), gpu=verify.parse_probe(REFUSED_221))
+    obs = dataclasses.replace(observed(), gpu=observe.parse_probe(REFUSED_221))
     assert [p.split(":")[0] for p in failed(obs)] == ["TensorFlow registers a GPU"]
 
 
@@ -327,11 +334,11 @@ def test_an_older_cudnn_minor_is_reported_as_cudnn_ops_failing_not_as_no_gpu() -
     """The official 2.14.0 base: TensorFlow registers the GPU (the probe's Created line) and its
     cuDNN 8.6 fails cuDNN's ops; verify says that, and never "will not use the GPU"."""
     created = CREATED_221.replace("2.21", "2.14")
-    obs = verify.Observed({}, {}, base_214_report(), gpu=verify.parse_probe(created))
-    checks = verify.compare(SPEC, obs)
+    obs = verify_checks.Observed({}, {}, base_214_report(), gpu=observe.parse_probe(created))
+    checks = verify_checks.compare(SPEC, obs)
     gpu = next(c for c in checks if c.name == "TensorFlow registers a GPU")
     assert gpu.ok
-    problems = [f"{c.name}: {c.detail}" for c in verify.failures(checks)]
+    problems = [f"{c.name}: {c.detail}" for c in verify_checks.failures(checks)]
     assert problems[0] == (
         "library libcudnn.so.8: GPU registered; cuDNN ops will fail (8.6 < 8.7): libcudnn.so.8 at"
         f" /usr/lib/x86_64-linux-gnu/libcudnn.so.8 is version 8.6.0 ({CUDNN_SHORT})"
@@ -348,7 +355,7 @@ def test_an_older_cudnn_minor_beside_a_missing_library_is_no_gpu() -> None:
     registered GPU."""
     report = base_214_report()
     library(report, "libcufft.so.10").update(loaded=False, path=None, error="not found")
-    problems = failed(verify.Observed({}, {}, report))
+    problems = failed(verify_checks.Observed({}, {}, report))
     cudnn = next(p for p in problems if p.startswith("library libcudnn.so.8"))
     assert "GPU registered" not in cudnn
     assert "is version 8.6.0" in cudnn
@@ -378,7 +385,7 @@ def test_the_probe_quotes_tensorflows_conclusion_first() -> None:
         " libraries. Please make sure the missing libraries mentioned above are installed"
         " properly if you would like to use GPU."
     )
-    probe = verify.parse_probe(
+    probe = observe.parse_probe(
         "\n".join([*noise, *missing, conclusion, "Skipping registering GPU devices...", "[]"])
     )
     assert not probe.registered

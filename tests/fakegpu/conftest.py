@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tfgpu_kit import fakegpu
+import fakegpu
 
 MIB = 1 << 20
 GIB = 1 << 30

@@ -1,4 +1,4 @@
-"""tfgpu_kit.fakegpu's Python side: build(), environment(), read_log()."""
+"""fakegpu's Python side: build(), environment(), read_log()."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import fakegpu
+import fakegpu
 from tfgpu_kit.errors import KitError
+from tfgpu_kit.verify import images as verify_images
 
 EXPECTED = {"libcuda.so.1", "libcudart.so.12", "libcudart.so.11.0", "libnvidia-ml.so.1"}
 
@@ -64,15 +65,20 @@ def test_a_leftover_of_an_interrupted_build_is_replaced(
         assert {"-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared"} <= set(cmd)
 
 
-def test_no_gcc_is_a_kit_error_that_says_how_to_install_it(
+def test_no_gcc_is_an_error_that_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fakegpu.shutil, "which", lambda name: None)
     with pytest.raises(fakegpu.FakeGpuError) as info:
         fakegpu.build(tmp_path / "cache")
-    assert isinstance(info.value, KitError)
     assert "gcc not found" in str(info.value)
     assert "apt-get install gcc" in str(info.value)
+    # build.py verify words it as the kit's own error (exit code, no traceback), hint kept
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(KitError) as kit:
+        verify_images.fake_driver(True)
+    assert "cannot compile the fake NVIDIA driver for the GPU probe" in kit.value.message
+    assert kit.value.hint is not None and "apt-get install gcc" in kit.value.hint
 
 
 def test_a_compile_error_carries_gccs_output(

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import Popen
 
+import fakegpu
 from tests.fakegpu.conftest import GIB, MIB, Runner
-from tfgpu_kit import fakegpu
 
 ONE_GIB_CARD = {"FAKEGPU_MEMORY_MIB": "1024"}
 

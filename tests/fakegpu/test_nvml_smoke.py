@@ -17,8 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import fakegpu
 from tests.ci_policy import ci_or_skip
-from tfgpu_kit import fakegpu
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "tools" / "nvml_smoke.py"

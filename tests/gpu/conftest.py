@@ -147,6 +147,6 @@ def _describe_host(host: GpuHost) -> dict[str, Any]:
         described["toolkit"] = {"version": _run("nvidia-ctk", "--version"), "mode": mode}
     else:
         described["gpus"] = [f"{CARD.name}, {CARD.memory_mib} MiB (fake driver)"]
-        described["driver"] = "fake libcuda/libcudart/NVML (tfgpu_kit/fakegpu), 560.35.03"
+        described["driver"] = "fake libcuda/libcudart/NVML (fakegpu/), 560.35.03"
         described["toolkit"] = {"mode": "none: the fake driver is mounted, no NVIDIA runtime"}
     return described

@@ -1,6 +1,6 @@
 """Run a kit image on a GPU: the fake NVIDIA driver (CI, every run) or a real card.
 
-Fake mode (docs/fakegpu.md): the fake libcuda/libcudart/NVML are mounted read-only at
+Fake mode (fakegpu/README.md): the fake libcuda/libcudart/NVML are mounted read-only at
 /usr/local/nvidia/lib64 (where the NVIDIA runtime puts the real driver, on the bases'
 LD_LIBRARY_PATH), /dev/null is passed as /dev/nvidiactl (the runtime only asks NVML where a
 driver device node exists), and the fake's allocation log and ledger are written to a host
@@ -29,7 +29,7 @@ import docker
 import docker.errors
 import docker.types
 
-from tfgpu_kit import fakegpu
+import fakegpu
 
 HERE = Path(__file__).resolve().parent
 PROBE_MOUNT = "/probe"

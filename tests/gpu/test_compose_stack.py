@@ -22,6 +22,7 @@ import docker
 import pytest
 import yaml
 
+import fakegpu
 from tests.containers.test_compose import COMPOSE_FILE, cpu_only
 from tests.gpu.harness import (
     CARD,
@@ -34,7 +35,6 @@ from tests.gpu.harness import (
     GpuRun,
 )
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
-from tfgpu_kit import fakegpu
 
 CAPS = {"text-model": 6144, "image-model": 8192, "jupyter": 512}
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+import fakegpu
 from tests.gpu.harness import MIB, PROBE_MOUNT, GpuHost
 from tests.gpu.test_metrics import _scrape
-from tfgpu_kit import fakegpu
 
 CAP_MIB = 1024
 AFTER_S = 4

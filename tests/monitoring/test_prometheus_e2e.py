@@ -2,7 +2,7 @@
 the kit's rules; the alerts are read back through its HTTP API (/api/v1/alerts).
 
 Two containers of the kit's gpu image run on one fake 16 GiB card (the fake NVIDIA driver,
-docs/fakegpu.md: the same FAKEGPU_* card, so the same UUID, and one ledger): `capped` with
+fakegpu/README.md: the same FAKEGPU_* card, so the same UUID, and one ledger): `capped` with
 TF_GPU_MEM_LIMIT, `uncapped` without. Each serves TF_GPU_METRICS_PORT, published on
 127.0.0.1 at a free host port. A third target points at a port nothing listens on.
 Expected: TfgpuUncappedOnSharedGpu fires for `uncapped`, TfgpuMetricsEndpointDown for the

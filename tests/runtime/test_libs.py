@@ -188,11 +188,11 @@ def test_cudnn_ops_verdict(
 
 def test_the_fake_driver_has_the_cuda_runtime_of_every_cuda_major() -> None:
     """Every CUDA major a TensorFlow of images/matrix.yaml is built with has its libcudart soname
-    in the fake driver (docs/fakegpu.md), and that library says it is a runtime of that major:
+    in the fake driver (fakegpu/README.md), and that library says it is a runtime of that major:
     TensorFlow 2.12-2.14 dlopen libcudart.so.11.0, whose real copy crashes on the fake libcuda."""
     import yaml
 
-    from tfgpu_kit import fakegpu
+    import fakegpu
 
     matrix = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "images" / "matrix.yaml").read_text()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from tfgpu_kit import spec as specs
-from tfgpu_kit import verify_images
 from tfgpu_kit.cli.command import Command
+from tfgpu_kit.verify import images as verify_images
 
 NAME = "verify"
 HELP = "check what built images really hold, and that their TensorFlow registers a GPU"
@@ -17,7 +17,7 @@ DESCRIPTION = """Runs each image twice, without a GPU and without network:
    CUDA libraries its dlopen would load and their versions against TensorFlow's rule, the hook,
    the labels and NVIDIA_REQUIRE_CUDA, against images/matrix.yaml;
 2. `import tensorflow` with the tests' fake NVIDIA driver (compiled here with gcc, mounted at
-   /usr/local/nvidia/lib64; docs/fakegpu.md): TensorFlow must register the GPU itself ("Created
+   /usr/local/nvidia/lib64; fakegpu/README.md): TensorFlow must register the GPU itself ("Created
    device …"); when it refuses, its own lines are quoted.
 Exits 1 naming each missing piece."""
 

@@ -10,7 +10,7 @@
  * registers a GPU, sizes its allocator and takes its memory decisions, which tests then
  * assert at the driver boundary.
  *
- * Three libraries are built from these sources (tfgpu_kit/fakegpu/__init__.py: build()):
+ * Three libraries are built from these sources (fakegpu/__init__.py: build()):
  *   libcuda.so.1        fakecuda.c + fakegpu_core.c   CUDA driver API; holds ALL state
  *   libcudart.so.12     fakecudart.c                  minimal CUDA runtime API on top of it
  *   libcudart.so.11.0   fakecudart.c (-DFG_CUDART_MAJOR=11)

@@ -11,7 +11,7 @@ free and refusal can be logged (`read_log`).
 Nothing is computed: kernels do not run and copies from the device give zeros, so numerical
 results are meaningless. Only memory behaviour and TensorFlow's decisions can be asserted.
 cuBLAS and cuDNN cannot initialise on it (they need the real driver's private tables), so ops
-that use them (matmul, convolutions) fail. See docs/fakegpu.md.
+that use them (matmul, convolutions) fail. See fakegpu/README.md.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from tfgpu_kit.errors import KitError
 
 __all__ = [
     "LIBRARIES",
@@ -69,8 +67,18 @@ _DRIVER = re.compile(r"^[0-9]{3,4}\.[0-9]+(\.[0-9]+)?$")
 _CUDA = re.compile(r"^[1-9][0-9]?\.[0-9]{1,2}$")
 
 
-class FakeGpuError(KitError):
-    """The fake driver cannot be built (no gcc, a compile error), or its log cannot be read."""
+class FakeGpuError(Exception):
+    """The fake driver cannot be built (no gcc, a compile error), or its log cannot be read: what
+    went wrong, and how to fix it when that is known. (Its own error, not the build side's: the
+    fake driver is a component of its own, which `build.py verify` and the tests use.)"""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
 
 @dataclass(frozen=True)

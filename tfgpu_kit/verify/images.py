@@ -1,6 +1,7 @@
 """Verifying built images: the fake NVIDIA driver for the GPU probe, then per image what it holds
-against the matrix (tfgpu_kit/verify.py) and the table or JSON of the checks. Used by `build.py
-verify` and `build.py build --verify`."""
+(tfgpu_kit.verify.observe) against the matrix (tfgpu_kit.verify.checks) and its size against its
+budget, and the table or JSON of the checks. Used by `build.py verify` and `build.py build
+--verify`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, verify
+import fakegpu
+from tfgpu_kit import catalog
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED, KitError
 from tfgpu_kit.locks import wheel_locks
 from tfgpu_kit.output import BYTES_PER_MIB, print_json, table
+from tfgpu_kit.verify import observe
+from tfgpu_kit.verify.checks import Check, Observed, compare, failures
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +26,9 @@ def fake_driver(enabled: bool) -> Path | None:
     if not enabled:
         log.warning("--no-gpu-probe: TensorFlow's own verdict on the GPU is not checked")
         return None
-    from tfgpu_kit import fakegpu
-
     try:
         return fakegpu.build()
-    except KitError as exc:
+    except fakegpu.FakeGpuError as exc:
         raise KitError(
             f"cannot compile the fake NVIDIA driver for the GPU probe: {exc.message}",
             hint=exc.hint or "install gcc, or pass --no-gpu-probe to skip the probe",
@@ -36,56 +38,50 @@ def fake_driver(enabled: bool) -> Path | None:
 def _size_budget(
     spec: specs.Spec,
     client: Any,
-    ref: str,
+    observed: Observed,
     image: catalog.Image,
     cuda_lock: wheel_locks.Lock,
     images_lock: wheel_locks.ImageLock,
-) -> list[verify.Check]:
-    """What the built image adds to its base (the engine's sizes) against its budget: the locked
-    parts plus the variant's budget for the kit. Nothing to check, and a warning that says so,
-    when the base it names is not in the engine (pulled or built elsewhere)."""
-    base_ref = verify_base(client, ref)
-    if base_ref is None:
+) -> list[Check]:
+    """What the built image adds to its base (the engine's sizes, the image's read by `collect`)
+    against its budget: the locked parts plus the variant's budget for the kit. Nothing to check,
+    and a warning that says so, when the base it names is not in the engine (pulled or built
+    elsewhere)."""
+    import docker.errors  # here: the Docker SDK costs every build.py command 45-90 ms to import
+
+    base = observed.labels.get("org.opencontainers.image.base.name", "")
+    try:
+        base_size = int(client.images.get(base).attrs["Size"])
+    except (docker.errors.ImageNotFound, docker.errors.APIError):
+        log.warning(
+            "%s: size budget not checked: its base %s is not in the engine", image.name, base
+        )
         return []
     adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
-    added = int(client.images.get(ref).attrs["Size"]) - int(base_ref[1])
+    added = observed.size - base_size
     budget = adds.total + kit_mib * BYTES_PER_MIB
     detail = (
-        f"adds {added / BYTES_PER_MIB:.1f} MiB to {base_ref[0]};"
+        f"adds {added / BYTES_PER_MIB:.1f} MiB to {base};"
         f" budget {budget / BYTES_PER_MIB:.1f} MiB"
         f" (locked {adds.total / BYTES_PER_MIB:.1f} + the kit's {kit_mib:g})"
     )
-    return [verify.Check("size budget", added <= budget, detail)]
-
-
-def verify_base(client: Any, ref: str) -> tuple[str, int] | None:
-    """The image's base (its org.opencontainers.image.base.name) and that base's size, when the
-    engine has it; None (with a warning) when it does not."""
-    import docker.errors  # with the engine: the Docker SDK costs every command 45-90 ms to import
-
-    labels = client.images.get(ref).labels or {}
-    base = labels.get("org.opencontainers.image.base.name", "")
-    try:
-        return base, int(client.images.get(base).attrs["Size"])
-    except (docker.errors.ImageNotFound, docker.errors.APIError):
-        log.warning("%s: size budget not checked: its base %s is not in the engine", ref, base)
-        return None
+    return [Check("size budget", added <= budget, detail)]
 
 
 def verify_images(
     spec: specs.Spec, client: Any, refs: list[str], *, as_json: bool, gpu_probe: bool = True
 ) -> int:
     driver = fake_driver(gpu_probe)
-    results: dict[str, list[verify.Check]] = {}
+    results: dict[str, list[Check]] = {}
     cuda_lock, images_lock = wheel_locks.load(), wheel_locks.load_images()
     by_name = {image.name: image for image in catalog.images(spec)}
     for ref in refs:
         log.info("verifying %s", ref)
-        observed = verify.collect(client, ref, fake_driver=driver)
-        results[ref] = verify.compare(spec, observed)
+        observed = observe.collect(client, ref, fake_driver=driver)
+        results[ref] = compare(spec, observed)
         image = by_name.get(observed.labels.get("org.opencontainers.image.version", ""))
         if observed.kit_image and image is not None:
-            results[ref] += _size_budget(spec, client, ref, image, cuda_lock, images_lock)
+            results[ref] += _size_budget(spec, client, observed, image, cuda_lock, images_lock)
     if as_json:
         print_json({ref: [c.__dict__ for c in checks] for ref, checks in results.items()})
     else:
@@ -97,7 +93,7 @@ def verify_images(
             )
     failed = False
     for ref, checks in results.items():
-        for check in verify.failures(checks):
+        for check in failures(checks):
             failed = True
             log.error("%s: %s: %s", ref, check.name, check.detail)
     return EXIT_FAILED if failed else 0
