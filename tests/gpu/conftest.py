@@ -79,6 +79,17 @@ def image(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
+def runtime_image(request: pytest.FixtureRequest) -> str:
+    """For the runtime's own behaviour on a GPU (logical splits, recovery, metrics, show, the
+    door's checks): the same tfgpu package, byte for byte, is in every variant, so these run once,
+    on the repaired 2.21 image (or --gpu-image). What the variants change, the base and where CUDA
+    comes from, the `image` tests (caps, growth, check's libraries) cover on both."""
+    chosen = request.config.getoption("--gpu-image") or request.getfixturevalue("kit_images")["gpu"]
+    _remember_images(chosen)
+    return str(chosen)
+
+
+@pytest.fixture(scope="session")
 def images(request: pytest.FixtureRequest, gpu_host: GpuHost) -> dict[str, str]:
     """The two kit images the driver verdicts are checked against: 2.21 (CUDA 12.5) and 2.17.
     Fake driver only: a real card's driver version is what it is."""

@@ -76,10 +76,10 @@ def test_filling_the_gpu_ends_in_resource_exhausted_at_the_cap(
     )
 
 
-def test_the_cap_tests_fail_without_the_hook(gpu_host: GpuHost, image: str) -> None:
+def test_the_cap_tests_fail_without_the_hook(gpu_host: GpuHost, runtime_image: str) -> None:
     """TF_GPU_CONFIG=off turns the kit off: the cap assertions above then fail"""
     run = gpu_host.probe(
-        image, "fill", "256", env={"TF_GPU_MEM_LIMIT": "1024", "TF_GPU_CONFIG": "off"}
+        runtime_image, "fill", "256", env={"TF_GPU_MEM_LIMIT": "1024", "TF_GPU_CONFIG": "off"}
     )
     assert run.exit_code == 0, run.tail()
     with pytest.raises(AssertionError):

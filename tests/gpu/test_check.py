@@ -12,23 +12,23 @@ from tests.gpu.harness import CARD, GpuHost
 
 
 def test_gpu_required_refuses_a_container_without_one(
-    gpu_host: GpuHost, image: str, figures: dict[str, Any]
+    gpu_host: GpuHost, runtime_image: str, figures: dict[str, Any]
 ) -> None:
     """TF_GPU_REQUIRED=true: exit 69 with the reason when no GPU is visible"""
     env = {"TF_GPU_REQUIRED": "true", "CUDA_VISIBLE_DEVICES": ""}
-    run = gpu_host.probe(image, "devices", env=env)
+    run = gpu_host.probe(runtime_image, "devices", env=env)
     assert run.exit_code == 69, run.tail()
     assert "CUDA_VISIBLE_DEVICES" in run.stderr
     if not gpu_host.real:  # a driver that sees no card at all
-        none = gpu_host.probe(image, "devices", env={"TF_GPU_REQUIRED": "true"}, cards=())
+        none = gpu_host.probe(runtime_image, "devices", env={"TF_GPU_REQUIRED": "true"}, cards=())
         assert none.exit_code == 69, none.tail()
         figures.update(no_card_exit=none.exit_code)
     figures.update(hidden_exit=run.exit_code)
 
 
-def test_gpu_required_runs_with_one(gpu_host: GpuHost, image: str) -> None:
+def test_gpu_required_runs_with_one(gpu_host: GpuHost, runtime_image: str) -> None:
     """TF_GPU_REQUIRED=true with a GPU: the program runs on it"""
-    run = gpu_host.probe(image, "devices", env={"TF_GPU_REQUIRED": "true"})
+    run = gpu_host.probe(runtime_image, "devices", env={"TF_GPU_REQUIRED": "true"})
     assert run.exit_code == 0, run.tail()
     assert run.probe["logical_gpus"] == ["/device:GPU:0"]
 
@@ -59,10 +59,10 @@ def test_check_reports_the_gpu_the_libraries_and_the_plan(
     )
 
 
-def test_show_resolves_the_settings(gpu_host: GpuHost, image: str) -> None:
+def test_show_resolves_the_settings(gpu_host: GpuHost, runtime_image: str) -> None:
     """`tfgpu show`: where each setting came from, without starting TensorFlow"""
     env = {"TF_GPU_MEM_LIMIT": "25%", "TF_FORCE_GPU_ALLOW_GROWTH": "false"}
-    run = gpu_host.run(image, ["tfgpu", "show", "--json"], env)
+    run = gpu_host.run(runtime_image, ["tfgpu", "show", "--json"], env)
     assert run.exit_code == 0, run.tail()
     shown = json.loads(run.stdout)
     assert shown["settings"]["TF_GPU_MEM_LIMIT"] == {"value": "25%", "source": "environment"}

@@ -10,9 +10,11 @@ import pytest
 from tests.gpu.harness import CARD, GpuHost
 
 
-def test_one_card_split_in_two(gpu_host: GpuHost, image: str, figures: dict[str, Any]) -> None:
+def test_one_card_split_in_two(
+    gpu_host: GpuHost, runtime_image: str, figures: dict[str, Any]
+) -> None:
     """TF_GPU_VIRTUAL_DEVICES=6144,8192: two logical GPUs of those sizes on GPU 0"""
-    run = gpu_host.probe(image, "touch", env={"TF_GPU_VIRTUAL_DEVICES": "6144,8192"})
+    run = gpu_host.probe(runtime_image, "touch", env={"TF_GPU_VIRTUAL_DEVICES": "6144,8192"})
     assert run.exit_code == 0, run.tail()
     assert [(c.logical, c.mb, c.physical) for c in run.created] == [(0, 6144, 0), (1, 8192, 0)]
     result = run.probe
@@ -22,10 +24,12 @@ def test_one_card_split_in_two(gpu_host: GpuHost, image: str, figures: dict[str,
     figures.update(created=[(c.logical, c.mb, c.physical) for c in run.created])
 
 
-def test_groups_for_two_cards(gpu_host: GpuHost, image: str, figures: dict[str, Any]) -> None:
+def test_groups_for_two_cards(
+    gpu_host: GpuHost, runtime_image: str, figures: dict[str, Any]
+) -> None:
     """TF_GPU_VIRTUAL_DEVICES=6144,8192;4096: GPU 0 in two, GPU 1 as one of 4096"""
     run = gpu_host.probe(
-        image, "touch", env={"TF_GPU_VIRTUAL_DEVICES": "6144,8192;4096"}, cards=(CARD, CARD)
+        runtime_image, "touch", env={"TF_GPU_VIRTUAL_DEVICES": "6144,8192;4096"}, cards=(CARD, CARD)
     )
     if gpu_host.real and len(run.totals) < 2:
         pytest.skip("this host has one GPU; groups need two")

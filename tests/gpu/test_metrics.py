@@ -36,7 +36,7 @@ def _scrape(container: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 @pytest.mark.parametrize("cpu_stats", list(cpu_allocator.KINDS))
 def test_metrics_report_the_card_and_the_allocator(
-    gpu_host: GpuHost, image: str, figures: dict[str, Any], cpu_stats: str
+    gpu_host: GpuHost, runtime_image: str, figures: dict[str, Any], cpu_stats: str
 ) -> None:
     """Metrics: NVML total/used per card, TensorFlow's limit and peak per logical GPU, whether
     or not the CPU's allocator keeps statistics"""
@@ -46,7 +46,9 @@ def test_metrics_report_the_card_and_the_allocator(
         "TF_GPU_METRICS_PORT": str(PORT),
         **cpu_allocator.KINDS[cpu_stats],
     }
-    container, _ = gpu_host.start(image, ["python", f"{PROBE_MOUNT}/probe.py", "serve", "120"], env)
+    container, _ = gpu_host.start(
+        runtime_image, ["python", f"{PROBE_MOUNT}/probe.py", "serve", "120"], env
+    )
     metrics: dict[str, list[tuple[dict[str, str], float]]] = {}
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

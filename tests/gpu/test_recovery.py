@@ -76,9 +76,9 @@ def _reached_share(log_dir: Path, share: float) -> float:
 
 
 def test_a_process_stuck_at_its_cap_is_restarted_and_counted(
-    gpu_host: GpuHost, image: str, figures: dict[str, Any]
+    gpu_host: GpuHost, runtime_image: str, figures: dict[str, Any]
 ) -> None:
-    container, log_dir = _run(gpu_host, image, ["recover", "16", "600"])
+    container, log_dir = _run(gpu_host, runtime_image, ["recover", "16", "600"])
     _wait(container, lambda c: _probes(c), 180, "the probe starting to fill its cap")
     assert _probes(container)[0]["phase"] == "filling"
     _wait(container, lambda c: c.attrs["RestartCount"] >= 1, 180, "a restart")
@@ -118,8 +118,10 @@ def test_a_process_stuck_at_its_cap_is_restarted_and_counted(
     )
 
 
-def test_a_process_that_only_peaks_at_its_cap_is_left_alone(gpu_host: GpuHost, image: str) -> None:
-    container, _ = _run(gpu_host, image, ["peak", "16", "60", "600"])
+def test_a_process_that_only_peaks_at_its_cap_is_left_alone(
+    gpu_host: GpuHost, runtime_image: str
+) -> None:
+    container, _ = _run(gpu_host, runtime_image, ["peak", "16", "60", "600"])
     _wait(container, lambda c: _probes(c), 180, "the probe's peak")
     [result] = _probes(container)
     assert result["phase"] == "let-go" and result["peak"]["current"] >= 0.9 * CAP_MIB * MIB
@@ -134,9 +136,9 @@ def test_a_process_that_only_peaks_at_its_cap_is_left_alone(gpu_host: GpuHost, i
     ("variable", "value"), [("TF_GPU_RECOVER_AT", "90"), ("TF_GPU_RECOVER_AFTER", "soon")]
 )
 def test_a_bad_rule_stops_at_the_door(
-    gpu_host: GpuHost, image: str, variable: str, value: str
+    gpu_host: GpuHost, runtime_image: str, variable: str, value: str
 ) -> None:
-    result = gpu_host.probe(image, "devices", env={**RULE, variable: value})
+    result = gpu_host.probe(runtime_image, "devices", env={**RULE, variable: value})
     assert result.exit_code == 78, result.stderr
     assert f"{variable}={value!r} is not valid" in result.stderr
     assert "PROBE-JSON" not in result.stdout  # nothing started
