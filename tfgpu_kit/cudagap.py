@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tfgpu import libs
+
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import CudaSource, Spec, TensorFlowBuild
 from tfgpu_kit.versions import Version
@@ -44,14 +46,11 @@ class Component:
         return f"{self.name} {self.needed.major_minor} or newer (has {self.base_has})"
 
 
-def cuda_fits(needed: Version, has: Version) -> bool:
-    """The same CUDA major, not older than the build's major.minor."""
-    return has.major == needed.major and (has.major, has.minor) >= (needed.major, needed.minor)
-
-
-def cudnn_fits(needed: Version, has: Version) -> bool:
-    """TensorFlow's rule: the same cuDNN major, a minor not lower than the build's."""
-    return has.major == needed.major and has.minor >= needed.minor
+def fits(needed: Version, has: Version) -> bool:
+    """Does the CUDA runtime or cuDNN a base has fit what its TensorFlow was built with? The
+    runtime's rule, the one TensorFlow applies (tfgpu.libs.fits): the same major, a minor not
+    lower."""
+    return libs.fits((has.major, has.minor), (needed.major, needed.minor))
 
 
 def wheel_version(pins: list[str], prefix: str) -> Version | None:
@@ -156,8 +155,8 @@ def assess(
     recipe = spec.bases.recipes[recipe_name]
     base_cuda, base_cudnn = Version.parse(recipe.cuda), Version.parse(recipe.cudnn)
     components = (
-        Component("CUDA", needed_cuda, base_cuda, cuda_fits(needed_cuda, base_cuda)),
-        Component("cuDNN", needed_cudnn, base_cudnn, cudnn_fits(needed_cudnn, base_cudnn)),
+        Component("CUDA", needed_cuda, base_cuda, fits(needed_cuda, base_cuda)),
+        Component("cuDNN", needed_cudnn, base_cudnn, fits(needed_cudnn, base_cudnn)),
     )
     setting = override or spec.cuda_source(tensorflow)
     base_enough = all(c.ok for c in components)

@@ -1,6 +1,7 @@
-"""One CUDA/cuDNN fit rule: what the build side decides an image's base lacks (tfgpu_kit/cudagap.py)
-is what `tfgpu check` says TensorFlow refuses in the image (tfgpu.libs.version_problem), for
-every TensorFlow of images/matrix.yaml and any library version around its build's."""
+"""One CUDA/cuDNN fit rule (tfgpu.libs.fits, which both sides call): what the build side decides an
+image's base lacks (tfgpu_kit/cudagap.py) is what `tfgpu check` says TensorFlow refuses in the
+image (tfgpu.libs.version_problem), for every TensorFlow of images/matrix.yaml and any library
+version around its build's."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_cuda_runtime_fit_is_the_runtimes_rule(tf: str) -> None:
     needed = Version.parse(SPEC.matrix.tensorflow[tf].cuda)
     for has in _around(needed):
         runtime = _runtime_accepts("cudart", has, {"cuda_version": str(needed)}, tf)
-        assert cudagap.cuda_fits(needed, has) is runtime, (tf, str(needed), str(has))
+        assert cudagap.fits(needed, has) is runtime, (tf, str(needed), str(has))
 
 
 @pytest.mark.parametrize("tf", sorted(SPEC.matrix.tensorflow))
@@ -41,4 +42,4 @@ def test_cudnn_fit_is_the_runtimes_rule(tf: str) -> None:
     needed = Version.parse(SPEC.matrix.tensorflow[tf].cudnn)
     for has in _around(needed):
         runtime = _runtime_accepts("cudnn", has, {"cudnn_version": str(needed.major)}, tf)
-        assert cudagap.cudnn_fits(needed, has) is runtime, (tf, str(needed), str(has))
+        assert cudagap.fits(needed, has) is runtime, (tf, str(needed), str(has))

@@ -231,6 +231,13 @@ def _parts(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit() and p.isascii())
 
 
+def fits(have: Sequence[int], built: Sequence[int]) -> bool:
+    """TensorFlow's rule for the CUDA runtime and the cuDNN it loads: the same major as its
+    build's, and a minor not lower. The one copy of the rule: the build side decides with it what
+    an image's base lacks (tfgpu_kit.cudagap), `tfgpu check` what TensorFlow will refuse."""
+    return tuple(have[:1]) == tuple(built[:1]) and tuple(have[1:2]) >= tuple(built[1:2])
+
+
 # TensorFlow's verdict on a cuDNN of its build's major but a lower minor (the official 2.14 bases:
 # 8.6 where 2.14 was built with 8.7). The soname is the major's, so the dlopen checker loads it
 # and TensorFlow registers the GPU; the version rule runs only when TensorFlow first creates a
@@ -267,8 +274,7 @@ def version_problem(
         major = str(build_info.get("cudnn_version") or "").split(".")[0]
         if built is None or not built.startswith(major + "."):
             return None  # a release this table does not know: the soname already fixed the major
-        want = _parts(built)
-        if have[:1] != want[:1] or have[1:2] < want[1:2]:
+        if not fits(have, _parts(built)):
             return (
                 f"Loaded runtime CuDNN library: {loaded} but source was compiled with: {built}."
                 " CuDNN library needs to have matching major version and equal or higher minor"
@@ -278,7 +284,7 @@ def version_problem(
     if lib.get("name") == "cudart":
         built_cuda = str(build_info.get("cuda_version") or "")
         want = _parts(built_cuda)[:2]
-        if len(want) == 2 and (have[:1] != want[:1] or have[:2] < want):
+        if len(want) == 2 and not fits(have, want):
             return (
                 f"Loaded CUDA runtime {loaded} is older than the CUDA {built_cuda} TensorFlow was"
                 " compiled with: it needs the same major version and an equal or higher minor"
