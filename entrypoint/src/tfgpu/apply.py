@@ -44,10 +44,9 @@ def _gpu_totals(
     unknown: List[Optional[float]] = [None] * count
     if count == 0 or not settings.asks_for_gpu_config:
         return unknown, []
-    from tfgpu import nvml, tegra
+    from tfgpu import gpu_report, nvml
 
-    # on a Jetson, the unified memory's size (no NVML there): tegra.py
-    report = query() if query is not None else tegra.device_report(environ)
+    report = query() if query is not None else gpu_report.read(environ)
     gpus, _ = nvml.visible_gpus(report, settings.visible_devices, environ.get("CUDA_DEVICE_ORDER"))
     if len(gpus) != count:  # NVML and CUDA disagree (MIG, odd ordering): do not guess
         return unknown, []

@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 
-from tfgpu import __version__, libs, tegra
+from tfgpu import __version__, gpu_report, libs, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
@@ -230,7 +230,7 @@ def collect(
     """Everything `check` reports, as the JSON of docs/CONTRACTS.md, and the exit code."""
     problems: List[Problem] = []
     settings, config_error = _settings_step(environ, problems)
-    report = tegra.device_report(environ)  # on a Jetson, Tegra's facts: no NVML there
+    report = gpu_report.read(environ)  # on a Jetson, Tegra's facts: no NVML there
     # the plan is resolved against the GPUs NVML reports, as `tfgpu run` does
     plan, refuted, gpu_unavailable = _preflight_step(settings, environ, report, problems)
     config_error = config_error or refuted

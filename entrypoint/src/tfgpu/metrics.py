@@ -342,9 +342,9 @@ class TensorFlowCollector:
         yield streak
 
     def _cards(self, family: Any) -> Iterator[Any]:
-        from tfgpu import tegra
+        from tfgpu import gpu_report, tegra
 
-        report = tegra.device_report()
+        report = gpu_report.read()
         if isinstance(report, tegra.TegraReport):  # a Jetson: no NVML; /proc/meminfo's figures
             yield from tegra.metric_families(report, family)
             return

@@ -7,7 +7,7 @@ Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableEr
 """
 
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
-from tfgpu import nvml, tegra
+from tfgpu import gpu_report, nvml
 from tfgpu.device_plan import make_plan
 from tfgpu.driver import check_driver
 from tfgpu.errors import GpuUnavailableError
@@ -57,8 +57,7 @@ def run_preflight(
 ) -> "Preflight":
     """`shm_path`: also check that /dev/shm is larger than Docker's default (None: not here;
     the hook and `tfgpu check` do, see tfgpu.shm)."""
-    # on a Jetson, the unified memory's size (no NVML there): tegra.py
-    report = nvml_report if nvml_report is not None else tegra.device_report(environ)
+    report = nvml_report if nvml_report is not None else gpu_report.read(environ)
     gpus, notes = nvml.visible_gpus(
         report, settings.visible_devices, environ.get("CUDA_DEVICE_ORDER")
     )

@@ -148,16 +148,6 @@ def query(environ: "Optional[Mapping[str, str]]" = None) -> "Optional[TegraRepor
     return report
 
 
-def device_report(environ: "Optional[Mapping[str, str]]" = None) -> "NvmlReport":
-    """Tegra's facts on a Jetson, else NVML's: what the runtime sizes caps and percentages by."""
-    report = query(environ)
-    if report is not None:
-        return report
-    from tfgpu import nvml
-
-    return nvml.query()
-
-
 def is_report(report: object) -> bool:
     return bool(getattr(report, "tegra", False))
 
