@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from tfgpu_kit import compat_rules as rules
-from tfgpu_kit import nvml
+from tfgpu_kit import local_driver
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.output import print_json, table
@@ -62,7 +62,7 @@ def _answered_for(requested: str, entry: str) -> str | None:
 
 
 def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
-    local = nvml.local_driver()
+    local = local_driver.local_driver()
     log.info("local driver %s (NVML)", local.driver_version)
     if arch is None and local.gpus:
         archs = {gpu.compute_capability for gpu in local.gpus}

@@ -3,8 +3,8 @@ and labels, tags, pushes, and the final table with each image's size budget. `bu
 the command over it; `bake` shares its contexts and build arguments.
 
 The Jetson images (images/l4t.yaml, linux/arm64) are built where the engine can run arm64 build
-steps (dockerbuild.arm64_capability) and declined, with the reason and EXIT_FAILED, elsewhere; they
-have no size budget, base lock or `verify`."""
+steps (docker_engine.arm64_capability) and declined, with the reason and EXIT_FAILED, elsewhere;
+they have no size budget, base lock or `verify`."""
 
 from __future__ import annotations
 
@@ -228,9 +228,9 @@ def _adds_cell(adds: object) -> str:
 def _dry_run_arm64(images: list[Image], options: BuildOptions) -> int:
     """What would be built on this machine, judged from its own architecture and binfmt_misc (a
     dry run asks no engine); the base as the build would name it (--base-registry)."""
-    from tfgpu_kit import dockerbuild
+    from tfgpu_kit import docker_engine
 
-    capability = dockerbuild.arm64_capability(dockerbuild.machine_arch())
+    capability = docker_engine.arm64_capability(docker_engine.machine_arch())
     rows = [
         {
             "name": image.name,
@@ -374,11 +374,11 @@ def _build_one(
     options: BuildOptions,
     digests: base_lock.BaseDigests,
 ) -> Built:
-    from tfgpu_kit import dockerbuild
+    from tfgpu_kit import docker_engine
 
-    timer = dockerbuild.Timer()
+    timer = docker_engine.Timer()
     base_ref = f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}"
-    base = dockerbuild.local_image(client, base_ref)
+    base = docker_engine.local_image(client, base_ref)
     if base is None:
         log.warning(
             "%s: base %s is not present locally: the engine will try to pull it",
@@ -398,10 +398,10 @@ def _build_one(
     if (pin := digests.pin()) is not None:
         bargs["BASE_PIN"] = pin
     first = image.tags(registry=options.registry)[0]
-    image_id = dockerbuild.build(
+    image_id = docker_engine.build(
         client, ctx.path, label=image.name, tag=first, buildargs=bargs, no_cache=options.no_cache
     )
-    python = dockerbuild.python_version(client, image_id)
+    python = docker_engine.python_version(client, image_id)
     if python != image.base_python:
         log.warning(
             "%s: the base has Python %s, images.yaml says %s: the composite tag uses %s",
@@ -412,13 +412,13 @@ def _build_one(
         )
     tags = image.tags(registry=options.registry, python=python)
     for ref in tags:
-        dockerbuild.tag(client, image_id, ref)
+        docker_engine.tag(client, image_id, ref)
     built = client.images.get(image_id)
     size = int(built.attrs.get("Size", 0))
     added = size - int(base.attrs.get("Size", 0)) if base is not None else None
     if options.push:
         for ref in tags:
-            dockerbuild.push(client, ref)
+            docker_engine.push(client, ref)
     return Built(
         image,
         image_id,
@@ -435,9 +435,9 @@ def _build_one(
 def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
     """Build, tag (push, verify) each image, one context at a time; print the final table.
     Returns the exit status: EXIT_FAILED when an image is over its size budget or fails verify."""
-    from tfgpu_kit import dockerbuild
+    from tfgpu_kit import docker_engine
 
-    client = dockerbuild.client()
+    client = docker_engine.client()
     if images[0].jetson:
         return _build_arm64(spec, client, images, options)
     # before any context: a base the lock lacks stops the build; one warning for unknown digests
@@ -459,9 +459,9 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
 def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: BuildOptions) -> int:
     """Build each image for its platform (linux/arm64) where the engine can; otherwise decline them
     all with the reason. Returns 0 when all were built, EXIT_FAILED when none could be."""
-    from tfgpu_kit import dockerbuild
+    from tfgpu_kit import docker_engine
 
-    capability = dockerbuild.arm64_capability(dockerbuild.engine_arch(client))
+    capability = docker_engine.arm64_capability(docker_engine.engine_arch(client))
     if not capability.can:
         for image in images:
             log.error("%s: not built: %s", image.name, capability.how)
@@ -472,7 +472,7 @@ def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: Bu
             args = buildargs(base_digest=None)
             args["BASE_REGISTRY"] = base_registry(image.base_registry, options.base_registry)
             tags = image.tags(registry=options.registry)
-            image_id = dockerbuild.build(
+            image_id = docker_engine.build(
                 client,
                 ctx.path,
                 label=image.name,
@@ -482,9 +482,9 @@ def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: Bu
                 platform=image.platform,
             )
             for ref in tags:
-                dockerbuild.tag(client, image_id, ref)
+                docker_engine.tag(client, image_id, ref)
                 if options.push:
-                    dockerbuild.push(client, ref)
+                    docker_engine.push(client, ref)
             log.info("%s: built %s (%s)", image.name, ", ".join(tags), image_id)
             if options.contexts is None:
                 shutil.rmtree(ctx.path)

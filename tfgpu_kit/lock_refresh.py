@@ -140,10 +140,10 @@ def lock_bases(spec: specs.Spec) -> tuple[Path, list[str]]:
     path and the references the registry did not answer for."""
     # Imported here: tfgpu_kit.cli imports this module for `lock`, and the Docker SDK adds 45-90 ms
     # to every command's start (python -X importtime); only --bases needs it.
-    from tfgpu_kit import dockerbuild
+    from tfgpu_kit import docker_engine
 
     refs = base_lock.refs(catalog.images(spec))
-    new, failed = base_lock.refresh(dockerbuild.client(), refs, base_lock.load())
+    new, failed = base_lock.refresh(docker_engine.client(), refs, base_lock.load())
     path = base_lock.write(new)
     log.info("wrote %s: %d bases, %d unreadable", path, len(refs), len(failed))
     return path, failed

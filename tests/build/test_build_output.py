@@ -1,4 +1,4 @@
-"""What `build` prints, without an engine: the streamed `Step` lines (dockerbuild._follow on
+"""What `build` prints, without an engine: the streamed `Step` lines (docker_engine._follow on
 synthetic chunks) and the final table / --json rows / size budget (pure functions)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import catalog, dockerbuild, spec
+from tfgpu_kit import catalog, docker_engine, spec
 from tfgpu_kit import image_builds as build
 from tfgpu_kit.errors import EXIT_FAILED, DockerError
 
@@ -32,8 +32,8 @@ CHUNKS = [
 def test_follow_streams_each_step_to_stderr(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.dockerbuild"):
-        image_id = dockerbuild._follow(iter(CHUNKS), "2.21.0-gpu")
+    with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.docker_engine"):
+        image_id = docker_engine._follow(iter(CHUNKS), "2.21.0-gpu")
     assert image_id == "sha256:feedbeef"
     captured = capsys.readouterr()
     assert captured.out == ""  # progress is never data
@@ -56,7 +56,7 @@ def test_follow_failure_carries_the_failing_steps_output(
         {"errorDetail": {"message": "The command returned a non-zero code: 1"}},
     ]
     with pytest.raises(DockerError) as info:
-        dockerbuild._follow(iter(chunks), "2.21.0-gpu")
+        docker_engine._follow(iter(chunks), "2.21.0-gpu")
     message = str(info.value)
     assert "building 2.21.0-gpu failed at Step 3/3 : RUN tfgpu --help" in message
     assert "    pip output line\n    ERROR: No matching distribution found for rich" in message
@@ -68,7 +68,7 @@ def test_follow_failure_carries_the_failing_steps_output(
 
 def test_follow_without_image_id() -> None:
     with pytest.raises(DockerError, match="the engine reported no image id"):
-        dockerbuild._follow(iter(CHUNKS[:6]), "x")
+        docker_engine._follow(iter(CHUNKS[:6]), "x")
 
 
 def built(
@@ -210,11 +210,11 @@ class _RecordingClient:
 
 
 def test_build_passes_a_platform_only_when_asked(tmp_path: Path) -> None:
-    # the L4T images build for linux/arm64 through the same dockerbuild.build as every image
+    # the L4T images build for linux/arm64 through the same docker_engine.build as every image
     client = _RecordingClient()
     args = {"label": "x", "tag": "t:1", "buildargs": {}, "no_cache": False}
-    assert dockerbuild.build(client, tmp_path, **args) == "sha256:feedbeef"  # type: ignore[arg-type]
-    assert dockerbuild.build(client, tmp_path, platform="linux/arm64", **args)  # type: ignore[arg-type]
+    assert docker_engine.build(client, tmp_path, **args) == "sha256:feedbeef"  # type: ignore[arg-type]
+    assert docker_engine.build(client, tmp_path, platform="linux/arm64", **args)  # type: ignore[arg-type]
     native, arm64 = client.api.calls
     assert "platform" not in native and native["pull"] is False
     assert arm64["platform"] == "linux/arm64" and arm64["pull"] is False

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import nvidia_require_oracle
-from tfgpu_kit import bake, catalog, dockerbuild, nvidia_require, render, selectors, spec
+from tfgpu_kit import bake, catalog, docker_engine, nvidia_require, render, selectors, spec
 from tfgpu_kit.catalog import Image
 from tfgpu_kit.errors import SpecError, UsageError
 
@@ -175,14 +175,14 @@ def test_l4t_builds_are_refused_mixed_or_with_x86_flags(args: list[str], message
 
 
 def test_an_arm64_engine_builds_natively(tmp_path: Path) -> None:
-    assert dockerbuild.arm64_capability("aarch64", tmp_path) == dockerbuild.Capability(
+    assert docker_engine.arm64_capability("aarch64", tmp_path) == docker_engine.Capability(
         True, "native"
     )
 
 
 def test_an_enabled_qemu_handler_means_emulation(tmp_path: Path) -> None:
     (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/bin/qemu-aarch64-static\n")
-    capability = dockerbuild.arm64_capability("x86_64", tmp_path)
+    capability = docker_engine.arm64_capability("x86_64", tmp_path)
     assert capability.can and capability.how.startswith("emulated")
 
 
@@ -192,7 +192,7 @@ def test_x86_without_emulation_is_declined_with_the_reason(
 ) -> None:
     if handler is not None:
         (tmp_path / "qemu-aarch64").write_text(handler)
-    capability = dockerbuild.arm64_capability("x86_64", tmp_path)
+    capability = docker_engine.arm64_capability("x86_64", tmp_path)
     assert not capability.can
     assert "x86_64" in capability.how and "qemu-aarch64" in capability.how
     assert "build.py bake" in capability.how
@@ -206,7 +206,7 @@ def test_build_declines_l4t_here_or_builds_it(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    capability = dockerbuild.arm64_capability(dockerbuild.machine_arch())
+    capability = docker_engine.arm64_capability(docker_engine.machine_arch())
     rows = json.loads(result.stdout)
     assert [row["name"] for row in rows] == [i.name for i in IMAGES]
     if capability.can:
@@ -241,7 +241,7 @@ def test_the_arm64_image_in_a_container_where_arm64_runs(tmp_path: Path) -> None
         client.ping()
     except docker.errors.DockerException as exc:
         pytest.skip(f"no Docker engine answers ({exc})")
-    capability = dockerbuild.arm64_capability(dockerbuild.engine_arch(client))
+    capability = docker_engine.arm64_capability(docker_engine.engine_arch(client))
     if not capability.can:
         pytest.skip(f"arm64 images cannot run here: {capability.how}")
     image = IMAGES[0]

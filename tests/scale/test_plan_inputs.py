@@ -15,7 +15,7 @@ import yaml
 from tests.scale.helpers import errors, plan_json, write
 from tests.scale.test_plan_compose import gpu, service
 from tests.scale.test_plan_kube import container, deployment
-from tfgpu_kit import cli, nvml
+from tfgpu_kit import cli, local_driver
 
 CAP = {"TF_GPU_MEM_LIMIT": 4096}
 KUBE_CAP = {"TF_GPU_MEM_LIMIT": "4GiB"}  # env values are strings in Kubernetes
@@ -24,7 +24,7 @@ KUBE_CAP = {"TF_GPU_MEM_LIMIT": "4GiB"}  # env values are strings in Kubernetes
 @pytest.fixture(autouse=True)
 def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     """The host's GPU count is what --gpu-count says, or unknown: never a real driver's."""
-    monkeypatch.setattr(nvml, "gpu_memory", lambda missing: (None, "no driver (test)"))
+    monkeypatch.setattr(local_driver, "gpu_memory", lambda missing: (None, "no driver (test)"))
 
 
 def compose_file(tmp_path: Path, services: dict[str, Any], name: str = "compose.yaml") -> str:

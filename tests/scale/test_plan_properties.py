@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.memory_bound import memory_bound
-from tfgpu_kit import cli, nvml
+from tfgpu_kit import cli, local_driver
 
 HOST = ["0", "1"]  # --gpu-count 2
 # per property; both together take about 20 s here (TFGPU_PLAN_EXAMPLES=5000 for a longer search)
@@ -534,7 +534,7 @@ def ref_kube(doc: dict[str, Any]) -> tuple[str, object, int]:
 
 @pytest.fixture(autouse=True)
 def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nvml, "gpu_memory", lambda missing: (None, "no driver (test)"))
+    monkeypatch.setattr(local_driver, "gpu_memory", lambda missing: (None, "no driver (test)"))
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tfgpu_kit import k8s
+from tfgpu_kit import k8s_manifests
 from tfgpu_kit.cli.command import Command
 
 NAME = "k8s"
@@ -129,8 +129,9 @@ def _workload_arguments(run: Group) -> None:
     run.add_argument(
         "--checkpoint-claim",
         metavar="PVC",
-        help=f"with --workers: a PersistentVolumeClaim mounted at {k8s.CHECKPOINT_PATH} in "
-        "every worker, for tf.keras.callbacks.BackupAndRestore",
+        help="with --workers: a PersistentVolumeClaim mounted at"
+        f" {k8s_manifests.CHECKPOINT_PATH} in every worker, for"
+        " tf.keras.callbacks.BackupAndRestore",
     )
 
 
@@ -156,7 +157,7 @@ def _gpu_arguments(gpu: Group) -> None:
     )
     gpu.add_argument(
         "--device-plugin-namespace",
-        default=k8s.DEVICE_PLUGIN_NAMESPACE,
+        default=k8s_manifests.DEVICE_PLUGIN_NAMESPACE,
         metavar="NS",
         help="namespace of that ConfigMap (NAME-time-slicing): the device plugin's (default "
         "%(default)s, the GPU Operator's; nvidia-device-plugin for NVIDIA's Helm chart as its "
@@ -223,7 +224,7 @@ def _pod_arguments(pod: Group) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = k8s.manifests(k8s.Flags.from_namespace(args))
+    outputs = k8s_manifests.manifests(k8s_manifests.Flags.from_namespace(args))
     if args.out:
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)

@@ -40,12 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: tfgpu_kit.cli imports every command, and the Docker SDK adds
     # 45-90 ms to each command's start (python -X importtime, 2 cores: cli 0.5-0.7 s without it).
-    from tfgpu_kit import dockerbuild
+    from tfgpu_kit import docker_engine
 
     spec = specs.load()
     return verify_images.verify_images(
         spec,
-        dockerbuild.client(),
+        docker_engine.client(),
         args.images,
         as_json=args.json,
         gpu_probe=not args.no_gpu_probe,

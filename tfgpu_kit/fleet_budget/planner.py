@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit import log, nvml
+from tfgpu_kit import local_driver, log
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.flag_values import size_mib, whole_number
 from tfgpu_kit.fleet_budget import budget, devices, prometheus, report, sources, unified
@@ -80,13 +80,13 @@ def check(args: PlanRequest) -> int:
 
 
 def _read_nvml(args: PlanRequest) -> tuple[dict[str, float] | None, str | None]:
-    """nvml.gpu_memory(), its failure's hint naming only the flags still missing."""
+    """local_driver.gpu_memory(), its failure's hint naming only the flags still missing."""
     missing = []
     if args.gpu_memory is None:
         missing.append("--gpu-memory SIZE")
     if args.gpu_count is None:
         missing.append("--gpu-count N")
-    return nvml.gpu_memory(missing)
+    return local_driver.gpu_memory(missing)
 
 
 def _gpu_memory(

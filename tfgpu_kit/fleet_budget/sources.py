@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu_kit.errors import EXIT_IO, KitError, UsageError
-from tfgpu_kit.fleet_budget import compose, kube
+from tfgpu_kit.fleet_budget import compose_reader, kube_reader
 from tfgpu_kit.fleet_budget.model import Workload
 from tfgpu_kit.yamlfile import load_documents, shown
 
@@ -42,9 +42,12 @@ def load(
     profiles: Sequence[str] = (),
 ) -> Inputs:
     inputs = Inputs()
-    cluster = kube.Cluster()
+    cluster = kube_reader.Cluster()
     if time_slicing is not None:
-        for resource in (kube.GPU_RESOURCE_PREFIX, kube.GPU_RESOURCE_PREFIX + ".shared"):
+        for resource in (
+            kube_reader.GPU_RESOURCE_PREFIX,
+            kube_reader.GPU_RESOURCE_PREFIX + ".shared",
+        ):
             cluster.slices[resource] = time_slicing
     manifests: list[tuple[str, list[Any]]] = []
     profiles_seen: set[str] = set()
@@ -52,16 +55,18 @@ def load(
     _refuse_repeats(paths)
     for path in paths:
         docs = load_documents(path, UsageError, unreadable=UnreadableInput)
-        if len(docs) == 1 and compose.is_compose(docs[0]):
+        if len(docs) == 1 and compose_reader.is_compose(docs[0]):
             composes += 1
             with _shape(path, "a compose file"):
-                found = compose.read(docs[0], source=path, host_gpus=host_gpus, profiles=profiles)
+                found = compose_reader.read(
+                    docs[0], source=path, host_gpus=host_gpus, profiles=profiles
+                )
             inputs.workloads += found.workloads
             inputs.notes += found.notes
             profiles_seen |= found.profiles
             continue
         with _shape(path, "Kubernetes manifests"):
-            objects = kube.flatten(docs, path)
+            objects = kube_reader.flatten(docs, path)
         if not objects:
             raise UsageError(
                 f"{shown(path)}: neither a compose file (no top-level 'services:') nor Kubernetes "
@@ -69,11 +74,11 @@ def load(
                 hint="pass compose files (compose.yaml) or manifests (kubectl-style YAML)",
             )
         with _shape(path, "Kubernetes manifests"):
-            kube.survey(objects, source=path, cluster=cluster)
+            kube_reader.survey(objects, source=path, cluster=cluster)
         manifests.append((path, objects))
     for path, objects in manifests:
         with _shape(path, "Kubernetes manifests"):
-            inputs.workloads += kube.read(objects, source=path, cluster=cluster)
+            inputs.workloads += kube_reader.read(objects, source=path, cluster=cluster)
     inputs.notes += cluster.notes
     _check_profiles(profiles, profiles_seen, composes)
     if len(paths) > 1:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tfgpu_kit import dockerbuild
+from tfgpu_kit import docker_engine
 from tfgpu_kit.errors import DockerError
 
 pytestmark = pytest.mark.docker
@@ -19,14 +19,14 @@ EMPTY_BASE = "tfgpu-test.local/empty:1"
 
 @pytest.fixture(scope="module")
 def client() -> Any:
-    c = dockerbuild.client()
-    if dockerbuild.local_image(c, EMPTY_BASE) is None:
+    c = docker_engine.client()
+    if docker_engine.local_image(c, EMPTY_BASE) is None:
         data = io.BytesIO()
         with tarfile.open(fileobj=data, mode="w") as tar:
             info = tarfile.TarInfo("marker")
             info.size = 2
             tar.addfile(info, io.BytesIO(b"ok"))
-        repo, tag = dockerbuild.split_ref(EMPTY_BASE)
+        repo, tag = docker_engine.split_ref(EMPTY_BASE)
         c.api.import_image_from_data(data.getvalue(), repository=repo, tag=tag)
     return c
 
@@ -36,7 +36,7 @@ def test_failed_step_is_reported_with_its_step(client: Any, tmp_path: Path) -> N
         f"FROM {EMPTY_BASE}\nLABEL io.tfgpu.test=1\nRUN definitely-not-a-command\n"
     )
     with pytest.raises(DockerError) as info:
-        dockerbuild.build(client, tmp_path, label="t", tag="tfgpu-test.local/fail:1",
+        docker_engine.build(client, tmp_path, label="t", tag="tfgpu-test.local/fail:1",
                           buildargs={}, no_cache=True)  # fmt: skip
     message = str(info.value)
     assert "building t failed at Step 3/3 : RUN definitely-not-a-command" in message
@@ -48,7 +48,7 @@ def test_missing_base_names_the_way_out(client: Any, tmp_path: Path) -> None:
     # what a newcomer without registry access meets on `./kit build`
     (tmp_path / "Dockerfile").write_text("FROM tfgpu-no-such-registry.invalid/none:1\n")
     with pytest.raises(DockerError) as info:
-        dockerbuild.build(client, tmp_path, label="t", tag="tfgpu-test.local/nobase:1",
+        docker_engine.build(client, tmp_path, label="t", tag="tfgpu-test.local/nobase:1",
                           buildargs={}, no_cache=True)  # fmt: skip
     assert "failed at Step 1/1 : FROM tfgpu-no-such-registry.invalid/none:1" in str(info.value)
     assert info.value.hint is not None and "--base-registry" in info.value.hint
@@ -58,10 +58,10 @@ def test_build_uses_local_base_and_tags(client: Any, tmp_path: Path) -> None:
     (tmp_path / "Dockerfile").write_text(
         f"FROM {EMPTY_BASE}\nARG X=unset\nLABEL io.tfgpu.x=${{X}}\n"
     )
-    image_id = dockerbuild.build(client, tmp_path, label="t", tag="tfgpu-test.local/ok:1",
+    image_id = docker_engine.build(client, tmp_path, label="t", tag="tfgpu-test.local/ok:1",
                                  buildargs={"X": "42"}, no_cache=False)  # fmt: skip
-    dockerbuild.tag(client, image_id, "tfgpu-test.local/ok:other")
+    docker_engine.tag(client, image_id, "tfgpu-test.local/ok:other")
     image = client.images.get("tfgpu-test.local/ok:other")
     assert image.labels["io.tfgpu.x"] == "42"
-    assert dockerbuild.repo_digest(image) is None  # local-only: base.digest stays "unknown"
+    assert docker_engine.repo_digest(image) is None  # local-only: base.digest stays "unknown"
     client.images.remove("tfgpu-test.local/ok:other")
