@@ -91,6 +91,17 @@ def test_committed_spec_is_valid() -> None:
          "expected a compute_XY code"),
         ("matrix.yaml", lambda d: d["cuda"]["12.5.1"].pop("driver_min"),
          "cuda.12.5.1.driver_min: required key is missing"),
+        # the slim variant (issue 20)
+        ("images.yaml", lambda d: d["variants"]["gpu-slim"].pop("versions"),
+         "a slim variant lists its versions; another lists none"),
+        ("images.yaml", lambda d: d["variants"]["gpu"].__setitem__("versions", ["2.21.0"]),
+         "a slim variant lists its versions; another lists none"),
+        ("images.yaml", lambda d: d["variants"]["gpu-slim"].__setitem__("base", "thin"),
+         "variants.gpu-slim.base: Input should be 'official' or 'slim'"),
+        ("images.yaml", lambda d: d["variants"]["gpu-slim"]["versions"].append("2.11.0"),
+         "variants.gpu-slim.versions: 2.11.0 is not offered"),
+        ("bases.yaml", lambda d: d["slim"]["nvidia_env"].__setitem__("bad name", "x"),
+         "slim.nvidia_env.bad name"),
     ],
 )  # fmt: skip
 def test_bad_spec_names_file_key_and_expectation(
@@ -121,6 +132,7 @@ def test_cli_bad_spec_exit_code_no_traceback(tmp_path: Path) -> None:
     """build.py with a broken images/ prints the spec error and exits 3 without a traceback."""
     checkout = tmp_path / "kit"
     shutil.copytree(ROOT / "tfgpu_kit", checkout / "tfgpu_kit")
+    shutil.copytree(ROOT / "fakegpu", checkout / "fakegpu")  # build.py verify's GPU probe
     shutil.copytree(ROOT / "images", checkout / "images")
     shutil.copytree(ROOT / "templates", checkout / "templates")
     shutil.copy(ROOT / "build.py", checkout / "build.py")

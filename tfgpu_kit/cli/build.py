@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from tfgpu_kit import build_request
 from tfgpu_kit.cli.command import Command
@@ -55,20 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    request = build_request.BuildRequest(
-        selectors=args.selectors,
-        dry_run=args.dry_run,
-        push=args.push,
-        registry=args.registry,
-        base_registry=args.base_registry,
-        driver=args.driver,
-        force=args.force,
-        no_cache=args.no_cache,
-        verify=args.verify,
-        contexts=args.contexts,
-        cuda_source=args.cuda_source,
-        json=args.json,
-    )
+    # the flags' destinations are BuildRequest's field names, one for one
+    flags = vars(args)
+    fields = dataclasses.fields(build_request.BuildRequest)
+    request = build_request.BuildRequest(**{field.name: flags[field.name] for field in fields})
     return build_request.build(request)
 
 
