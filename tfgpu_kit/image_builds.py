@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, context
+from tfgpu_kit import catalog, context, render
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import Image, base_registry
@@ -133,8 +133,6 @@ def iter_contexts(
 ) -> Iterator[tuple[Image, context.Context]]:
     """Assemble the build context of each image under root/<image name>, one at a time (an
     image that adds NVIDIA's CUDA wheels has gigabytes of them); the runtime wheel is built once."""
-    from tfgpu_kit import render
-
     lock = wheel_locks.load()
     pins = [pin for image in images for pin in (*image.cuda_wheels, image.tf_keras) if pin]
     if missing := [pin for pin in pins if pin not in lock.wheels]:
@@ -163,8 +161,6 @@ def iter_contexts(
 
 
 def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
-    from tfgpu_kit import render
-
     if images[0].jetson:
         return _dry_run_arm64(images, options)
     rows = []
@@ -228,7 +224,7 @@ def _adds_cell(adds: object) -> str:
 def _dry_run_arm64(images: list[Image], options: BuildOptions) -> int:
     """What would be built on this machine, judged from its own architecture and binfmt_misc (a
     dry run asks no engine); the base as the build would name it (--base-registry)."""
-    from tfgpu_kit import docker_engine
+    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
     capability = docker_engine.arm64_capability(docker_engine.machine_arch())
     rows = [
@@ -374,7 +370,7 @@ def _build_one(
     options: BuildOptions,
     digests: base_lock.BaseDigests,
 ) -> Built:
-    from tfgpu_kit import docker_engine
+    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
     timer = docker_engine.Timer()
     base_ref = f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}"
@@ -435,7 +431,7 @@ def _build_one(
 def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
     """Build, tag (push, verify) each image, one context at a time; print the final table.
     Returns the exit status: EXIT_FAILED when an image is over its size budget or fails verify."""
-    from tfgpu_kit import docker_engine
+    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
     client = docker_engine.client()
     if images[0].jetson:
@@ -459,7 +455,7 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
 def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: BuildOptions) -> int:
     """Build each image for its platform (linux/arm64) where the engine can; otherwise decline them
     all with the reason. Returns 0 when all were built, EXIT_FAILED when none could be."""
-    from tfgpu_kit import docker_engine
+    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
     capability = docker_engine.arm64_capability(docker_engine.engine_arch(client))
     if not capability.can:

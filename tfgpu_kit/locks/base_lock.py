@@ -96,7 +96,7 @@ def unknown(images: Sequence[BasedImage], lock: BaseLock) -> list[str]:
 def refresh(client: Any, base_refs: list[str], current: BaseLock) -> tuple[BaseLock, list[str]]:
     """Ask the registry for each ref's digest through the engine. Returns the new lock and the refs
     that could not be read (they keep their old entry, or get an unknown one)."""
-    import docker.errors
+    import docker.errors  # here: the Docker SDK costs every build.py command 45-90 ms to import
 
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     entries = dict(current.bases)
