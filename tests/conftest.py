@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# `import tests.standin` and `import tfgpu_kit` need the checkout on sys.path; `python
+# `import tests.base_standins` and `import tfgpu_kit` need the checkout on sys.path; `python
 # -m pytest` (./kit test) has it, a bare `pytest` does not.
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

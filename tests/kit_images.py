@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.standin import (
+from tests.base_standins import (
     CUDA11,
     CUDA11_STANDINS,
     CUDA12_STANDINS,

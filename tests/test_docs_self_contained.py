@@ -54,7 +54,7 @@ def text_of(path: Path) -> str | None:
 
 def test_the_file_list_covers_the_tree() -> None:
     files = {p.relative_to(ROOT).as_posix() for p in repository_files()}
-    assert {"README.md", "tests/runtime/standins.py", "images/matrix.yaml"} <= files
+    assert {"README.md", "tests/runtime/tf_standin.py", "images/matrix.yaml"} <= files
     assert not any(f.startswith(".venv/") for f in files)  # ignored files are not scanned
 
 

@@ -307,7 +307,7 @@ CUDNN_SHORT = (
 
 def base_214_report() -> dict[str, Any]:
     """What `tfgpu check --json` reports in the official 2.14.0-gpu base (its stand-in in
-    tests/standin: system CUDA 11.8 and cuDNN 8.6.0 under a TensorFlow built with 8.7)."""
+    tests/base_standins: system CUDA 11.8 and cuDNN 8.6.0 under a TensorFlow built with 8.7)."""
     report = copy.deepcopy(REPORT)
     report["tensorflow"].update(version="2.14.0", cuda_version="11.8", cudnn_version="8")
     lib = "/usr/local/cuda-11.8/targets/x86_64-linux/lib"

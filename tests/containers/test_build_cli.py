@@ -12,7 +12,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.standin import Result
+from tests.base_standins import Result
 from tfgpu_kit import spec as specs
 from tfgpu_kit.locks import wheel_locks
 

@@ -10,9 +10,9 @@ from typing import Any
 import docker
 import pytest
 
+from tests.base_standins import REGISTRY, gpu_tag
 from tests.containers.tracked import TrackedContainer
 from tests.kit_images import OLDER, VERSION, build_py
-from tests.standin import REGISTRY, gpu_tag
 from tfgpu_kit import spec as specs
 
 pytestmark = pytest.mark.docker

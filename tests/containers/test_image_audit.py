@@ -18,8 +18,8 @@ from typing import Any
 import docker
 import pytest
 
+from tests.base_standins import REGISTRY, Result, gpu_tag
 from tests.kit_images import OLDER, VERSION, build_py
-from tests.standin import REGISTRY, Result, gpu_tag
 
 pytestmark = pytest.mark.docker
 

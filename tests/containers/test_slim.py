@@ -11,9 +11,9 @@ import json
 import docker
 import pytest
 
+from tests.base_standins import slim_tag
 from tests.containers.test_image_audit import _audit
 from tests.kit_images import VERSION, build_py
-from tests.standin import slim_tag
 from tfgpu_kit import catalog, spec
 from tfgpu_kit.locks import wheel_locks
 

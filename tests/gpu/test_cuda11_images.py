@@ -1,6 +1,6 @@
 """The kit's images of the CUDA 11.8 bases (TensorFlow 2.14.0 and 2.15.0), proved as the 2.21
 image is: `verify`, real TensorFlow creating its GPU with the cap on the fake driver, and the
-libraries it loaded; and the official bases' own verdicts, on their stand-ins (tests/standin,
+libraries it loaded; and the official bases' own verdicts, on their stand-ins (tests/base_standins,
 recipe cuda11.8-ubuntu22.04).
 
 One image per CUDA repair recipe (the wheels an image adds, images/matrix.yaml `and_cuda`):
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from tests.base_standins import gpu_tag
 from tests.gpu.harness import GpuHost
 from tests.kit_images import CUDA11_VERSIONS, VERSION, build_py
-from tests.standin import gpu_tag
 from tfgpu_kit import cudagap, spec
 from tfgpu_kit.spec import CudaSource
 

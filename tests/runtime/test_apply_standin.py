@@ -1,6 +1,6 @@
 """apply.configure_tensorflow against a recording stand-in of tf.config (NOT TensorFlow).
 
-The stand-in enforces TensorFlow 2.21's rules and messages (see standins.py), and
+The stand-in enforces TensorFlow 2.21's rules and messages (see tf_standin.py), and
 test_standin_likeness.py checks it against real tensorflow-cpu 2.21; these tests show our call
 sequence obeys them. No GPU was involved.
 """
@@ -15,7 +15,7 @@ from tfgpu.apply import configure_tensorflow
 from tfgpu.errors import ConfigError, GpuUnavailableError
 
 from tests.pynvml_standin import standin_pynvml
-from tests.runtime.standins import LogicalDeviceConfiguration, standin_tf
+from tests.runtime.tf_standin import LogicalDeviceConfiguration, standin_tf
 
 
 def apply(tf: object, environ: dict[str, str], **kw: object) -> tuple[dict[str, str], str]:

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from tfgpu import metrics
 
-from tests.runtime.standins import LogicalDeviceConfiguration, standin_tf
+from tests.runtime.tf_standin import LogicalDeviceConfiguration, standin_tf
 
 MIB = 1 << 20
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

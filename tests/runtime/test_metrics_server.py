@@ -17,8 +17,8 @@ import pytest
 from tfgpu import metrics, metrics_server, settings
 from tfgpu.errors import ConfigError
 
+from tests.runtime.test_metrics import free_port
 from tests.runtime.test_run import run as tfgpu
-from tests.scale.test_metrics import free_port
 
 
 @pytest.fixture

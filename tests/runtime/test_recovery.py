@@ -15,8 +15,8 @@ from tfgpu import metrics, recovery, settings
 from tfgpu.errors import ConfigError
 from tfgpu.recovery_rule import EXIT_STUCK, RecoveryRule
 
+from tests.runtime.test_metrics import free_port
 from tests.runtime.test_run import run as tfgpu
-from tests.scale.test_metrics import free_port
 
 MIB = 1 << 20
 CAPPED = {"TF_GPU_MEM_LIMIT": "1024"}

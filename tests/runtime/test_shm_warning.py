@@ -12,8 +12,8 @@ import pytest
 from tfgpu import gpu_check, nvml, run, shm
 from tfgpu.apply import configure_tensorflow
 
-from tests.runtime.standins import standin_tf
 from tests.runtime.test_gpu_check import TF_OK, no_driver
+from tests.runtime.tf_standin import standin_tf
 
 SHM_TEXT = "The SHMEM allocation limit is set to the default of 64MB"
 

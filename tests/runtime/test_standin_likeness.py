@@ -1,6 +1,6 @@
 """The tf.config stand-in against real TensorFlow: the same calls must give the same outcomes.
 
-Each case runs a list of calls on the stand-in (tests/runtime/standins.py) and, in a child
+Each case runs a list of calls on the stand-in (tests/runtime/tf_standin.py) and, in a child
 process, on the tensorflow-cpu 2.21 installed in .venv; return values, exception types and
 messages must be equal. tensorflow-cpu has no GPU, so for the GPU rules the child adds GPUs
 to the real context's device lists before the calls (`_physical_devices`,
@@ -28,7 +28,7 @@ from tfgpu.apply import configure_tensorflow
 
 from tests import cpu_allocator
 from tests.runtime.conftest import clean_env
-from tests.runtime.standins import GpuAllocator, StandinConfig, allow_growth_value, standin_tf
+from tests.runtime.tf_standin import GpuAllocator, StandinConfig, allow_growth_value, standin_tf
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from tfgpu.errors import ConfigError
 from tfgpu.preflight import run_preflight
 from tfgpu.settings import parse_environment
 
-from tests.runtime.standins import standin_tf
+from tests.runtime.tf_standin import standin_tf
 
 # An AGX Xavier 16 GB: 15820 MiB of MemTotal (the kernel keeps some of the 16 GiB for itself).
 TOTAL_MIB = 15820

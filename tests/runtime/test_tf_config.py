@@ -287,7 +287,7 @@ def test_the_hook_sets_the_built_tf_config_and_keeps_the_users(
     lost-peer line is installed as sys.excepthook."""
     from tfgpu.apply import configure_tensorflow
 
-    from tests.runtime.standins import standin_tf
+    from tests.runtime.tf_standin import standin_tf
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored after the test
     out: dict[str, str] = {}

@@ -29,7 +29,7 @@ from tfgpu import metrics, nvml
 
 from tests import cpu_allocator
 from tests.pynvml_standin import standin_pynvml
-from tests.runtime.standins import LogicalDeviceConfiguration, standin_tf
+from tests.runtime.tf_standin import LogicalDeviceConfiguration, standin_tf
 
 CHILD = Path(__file__).with_name("metrics_child.py")
 MIB = 1 << 20

@@ -1,4 +1,4 @@
-"""`python -m tests.standin build [NAME …] [--force]`: NAME is cuda, gpu-2.21.0, gpu-2.17.0,
+"""`python -m tests.base_standins build [NAME …] [--force]`: NAME is cuda, gpu-2.21.0, gpu-2.17.0,
 jupyter (CUDA 12.3), cuda11, gpu-2.14.0, gpu-2.15.0 (CUDA 11.8); default: all."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tests.standin.build import BUILDERS, StandinError, build_all, progress
+from tests.base_standins.build import BUILDERS, StandinError, build_all, progress
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.standin",
+        prog="python -m tests.base_standins",
         description="Build the offline stand-ins for the official tensorflow/tensorflow GPU bases.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -340,7 +340,7 @@ def debian_mirror() -> str:
 
 
 def _docker_client() -> Any:
-    import docker  # imported late: `python -m tests.standin --help` works without it
+    import docker  # imported late: `python -m tests.base_standins --help` works without it
 
     return docker.from_env(timeout=900)
 

@@ -1,6 +1,6 @@
 """Stand-in base images for the container tests (see build.py for what they are)."""
 
-from tests.standin.build import (
+from tests.base_standins.build import (
     BUILDERS,
     CUDA11,
     CUDA11_STANDINS,
