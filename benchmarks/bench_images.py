@@ -20,8 +20,8 @@ from its `org.opencontainers.image.base.name` label; add the slim one with anoth
    start, on the fake NVIDIA driver (tests/gpu/harness.py); medians of --runs cold containers.
 What the engine reports as Size is the same on every storage driver; compressed sizes depend on
 the compression level, so they are estimates of a registry's, stated with it. `docker save`
-writes the images' unique layers, uncompressed, to the temporary directory (TMPDIR): about the
-largest image's Size, or the sum of the images' unique layers, must be free there.
+writes the images' unique layers, uncompressed, to the temporary directory (TMPDIR): their sum
+(at least the largest image's Size) must be free there; nothing else is extracted.
 
 Run: .venv/bin/python benchmarks/bench_images.py [--image REF …] [--runs N]
      [--no-compressed | --added-only]
@@ -186,7 +186,7 @@ def main() -> None:
         if below := own[ref]:
             print(f"   {ref}: adds {(size[ref] - size[below]) / 1e9:.2f} GB over {below}")
     if not args.no_compressed:
-        what = "; only what each adds over its base (--added-only)" if args.added_only else ""
+        what = "; --added-only: what each adds over its base" if args.added_only else ""
         print(f"\n   compressed layers (gzip level {GZIP_LEVEL}; docker save{what})", flush=True)
         # an image's layers in the saved tar are in the order of its diff IDs: what it adds over
         # its base are those from the base's count on
