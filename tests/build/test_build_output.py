@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from rich.logging import RichHandler
 
 from tfgpu_kit import catalog, docker_engine, spec
 from tfgpu_kit import image_builds as build
@@ -30,8 +31,15 @@ CHUNKS = [
 
 
 def test_follow_streams_each_step_to_stderr(
-    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # an earlier in-process cli.main left build.py's stderr handler on the root logger: without
+    # it, stderr holds only what _follow prints itself (the debug lines go to caplog alone)
+    root = logging.getLogger()
+    kept = [h for h in root.handlers if not isinstance(h, RichHandler)]
+    monkeypatch.setattr(root, "handlers", kept)
     with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.docker_engine"):
         image_id = docker_engine._follow(iter(CHUNKS), "2.21.0-gpu")
     assert image_id == "sha256:feedbeef"
