@@ -21,10 +21,6 @@ from tfgpu.show import show
 
 from tests.runtime.conftest import SRC, clean_env
 
-# one pytest-xdist worker runs this module in order (CI: -n 2): its last test counts the
-# examples the property tests before it ran, in the same process
-pytestmark = pytest.mark.xdist_group("tf_config")
-
 BASE = {"TF_GPU_WORKERS": "3", "TF_GPU_WORKER_HOSTS": "train-{index}.train-workers"}
 EXAMPLES_RUN: list[int] = []
 

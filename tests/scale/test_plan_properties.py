@@ -33,10 +33,6 @@ from hypothesis import strategies as st
 from tests.memory_bound import memory_bound
 from tfgpu_kit import cli, local_driver
 
-# one pytest-xdist worker runs this module in order (CI: -n 2): its last test counts the
-# examples the property tests before it ran, in the same process
-pytestmark = pytest.mark.xdist_group("plan_properties")
-
 HOST = ["0", "1"]  # --gpu-count 2
 # per property; both together take about 20 s here (TFGPU_PLAN_EXAMPLES=5000 for a longer search)
 EXAMPLES = int(os.environ.get("TFGPU_PLAN_EXAMPLES", "500"))
