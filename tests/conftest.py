@@ -103,22 +103,6 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     _collected.add(_group(item.nodeid))
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
-    # with pytest-xdist (CI: -n 2) the workers collect, and the controller hears only their ids
-    _collected.update(_group(nodeid) for nodeid in ids)
-
-
-@pytest.hookimpl(trylast=True)  # after tests/gpu/conftest.py marks its tests `docker`
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # CI runs the suite on two pytest-xdist workers (--dist loadgroup): every container test on
-    # one, in order, so that its session fixtures build each image once and no two image builds
-    # race (a build prunes the images it replaced); the unit tests run on the other meanwhile.
-    for item in items:
-        if item.get_closest_marker("docker") is not None:
-            item.add_marker(pytest.mark.xdist_group("docker"))
-
-
 def _groups_not_collected() -> list[str]:
     """Directories under tests/ holding test files of which no test was collected."""
     have_tests = {
@@ -145,8 +129,8 @@ def pytest_terminal_summary(
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not in_ci() or exitstatus != 0 or hasattr(session.config, "workerinput"):
-        return  # (an xdist worker sees part of the run: the controller judges the whole)
+    if not in_ci() or exitstatus != 0:
+        return
     # A CI run whose container tests were all deselected or skipped is not green.
     if _outcomes.get("marker:docker", Counter())["passed"] == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
