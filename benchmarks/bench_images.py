@@ -214,9 +214,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as work:
         host = GpuHost(client, real=False, workdir=Path(work))
-        for ref in refs:
-            if KIT_LABEL not in (attrs[ref]["Config"].get("Labels") or {}):
-                continue  # a base: the official one cannot use its GPU (the repair's reason)
+        for ref in kits:  # not the bases: the official one cannot use its GPU (the repair's reason)
             imported, created = first_gpu(host, ref, args.runs)
             print(f"   {ref:60s} import {imported:5.2f} s, GPU device ready {created:5.2f} s")
 

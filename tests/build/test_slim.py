@@ -177,17 +177,18 @@ def test_cuda_source_is_refused_for_a_slim_image() -> None:
 
 
 class _Images:
-    """The Docker SDK's images collection for _size_budget: sizes and labels by reference."""
+    """The Docker SDK's images collection for _size_budget (which looks up only the base): sizes
+    by reference."""
 
-    def __init__(self, sizes: dict[str, int], labels: dict[str, str]) -> None:
-        self.sizes, self.labels = sizes, labels
+    def __init__(self, sizes: dict[str, int]) -> None:
+        self.sizes = sizes
 
     def get(self, ref: str) -> Any:
         import docker.errors
 
         if ref not in self.sizes:
             raise docker.errors.ImageNotFound(ref)
-        return SimpleNamespace(attrs={"Size": self.sizes[ref]}, labels=self.labels)
+        return SimpleNamespace(attrs={"Size": self.sizes[ref]})
 
 
 @pytest.mark.parametrize(("extra_mib", "ok"), [(100, True), (130, False)])
@@ -197,9 +198,9 @@ def test_verify_checks_what_the_image_adds_against_its_budget(extra_mib: int, ok
     base = "tfgpu-standin.local/library/python:3.11-slim-bookworm"
     labels = {"org.opencontainers.image.base.name": base}
     size = 170 * 2**20 + adds.total + extra_mib * 2**20
-    client = SimpleNamespace(images=_Images({base: 170 * 2**20}, {}))
+    client = SimpleNamespace(images=_Images({base: 170 * 2**20}))
     observed = Observed(labels, {}, None, size=size)
-    (check,) = verify_images._size_budget(SPEC, client, observed, SLIM, cuda, images)
+    (check,) = verify_images._size_budget(SPEC, client, "img", observed, SLIM, cuda, images)
     assert (check.name, check.ok, kit) == ("size budget", ok, 120)
     assert check.detail.startswith(f"adds {adds.total / 2**20 + extra_mib:.1f} MiB to {base}")
 
@@ -208,8 +209,8 @@ def test_verify_says_when_the_base_is_not_there_to_measure(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     labels = {"org.opencontainers.image.base.name": "docker.io/library/python:3.11-slim-bookworm"}
-    client = SimpleNamespace(images=_Images({}, {}))
+    client = SimpleNamespace(images=_Images({}))
     cuda, images = wheel_locks.load(), wheel_locks.load_images()
     observed = Observed(labels, {}, None, size=1)
-    assert verify_images._size_budget(SPEC, client, observed, SLIM, cuda, images) == []
-    assert "size budget not checked: its base docker.io/library/python" in caplog.text
+    assert verify_images._size_budget(SPEC, client, "img", observed, SLIM, cuda, images) == []
+    assert "img: size budget not checked: its base docker.io/library/python" in caplog.text

@@ -38,6 +38,7 @@ def fake_driver(enabled: bool) -> Path | None:
 def _size_budget(
     spec: specs.Spec,
     client: Any,
+    ref: str,
     observed: Observed,
     image: catalog.Image,
     cuda_lock: wheel_locks.Lock,
@@ -53,9 +54,7 @@ def _size_budget(
     try:
         base_size = int(client.images.get(base).attrs["Size"])
     except (docker.errors.ImageNotFound, docker.errors.APIError):
-        log.warning(
-            "%s: size budget not checked: its base %s is not in the engine", image.name, base
-        )
+        log.warning("%s: size budget not checked: its base %s is not in the engine", ref, base)
         return []
     adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
     added = observed.size - base_size
@@ -81,7 +80,7 @@ def verify_images(
         results[ref] = compare(spec, observed)
         image = by_name.get(observed.labels.get("org.opencontainers.image.version", ""))
         if observed.kit_image and image is not None:
-            results[ref] += _size_budget(spec, client, observed, image, cuda_lock, images_lock)
+            results[ref] += _size_budget(spec, client, ref, observed, image, cuda_lock, images_lock)
     if as_json:
         print_json({ref: [c.__dict__ for c in checks] for ref, checks in results.items()})
     else:
