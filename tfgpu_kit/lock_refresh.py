@@ -1,10 +1,6 @@
-"""Writing and checking the three locks under images/ (what `build.py lock` does).
-
-- cuda-wheels.lock.yaml (wheel_locks): the NVIDIA CUDA wheels of matrix.yaml's and_cuda pins;
-- image-wheels.lock.yaml (wheel_locks): per base Python, pip and each set of packages the images
-  ask for, resolved afresh from the index;
-- bases.lock.yaml (base_lock): each official base's registry digest, asked of the registry
-  through the Docker engine."""
+"""Writing and checking the three locks under images/ (tfgpu_kit.locks), what `build.py lock`
+does: the wheels resolved afresh from the index, the bases' digests asked of the registry through
+the Docker engine."""
 
 from __future__ import annotations
 
@@ -31,19 +27,17 @@ class Completeness:
 
 def completeness(spec: specs.Spec) -> Completeness:
     """What the committed locks lack for this spec (no download, no registry)."""
-    missing = [
-        f"{wheel_locks.LOCK_NAME}: {pin} has no entry (run `build.py lock`)"
-        for pin in wheel_locks.missing(spec, wheel_locks.load())
-    ]
-    missing += [
-        f"{wheel_locks.IMAGE_LOCK_NAME}: {what} has no entry (run `build.py lock`)"
-        for what in missing_images(spec, wheel_locks.load_images())
+    lacking = [  # (lock, what it lacks, the flags of `build.py lock` that add it)
+        (wheel_locks.LOCK_NAME, wheel_locks.missing(spec, wheel_locks.load()), ""),
+        (wheel_locks.IMAGE_LOCK_NAME, missing_images(spec, wheel_locks.load_images()), ""),
     ]
     images = catalog.images(spec)
     bases = base_lock.load()
-    missing += [
-        f"{base_lock.LOCK_NAME}: {ref} has no entry (run `build.py lock --bases`)"
-        for ref in base_lock.missing(images, bases)
+    lacking.append((base_lock.LOCK_NAME, base_lock.missing(images, bases), " --bases"))
+    missing = [
+        f"{lock}: {what} has no entry (run `build.py lock{flags}`)"
+        for lock, whats, flags in lacking
+        for what in whats
     ]
     return Completeness(missing, len(base_lock.unknown(images, bases)))
 
@@ -122,13 +116,12 @@ def lock_image_wheels(spec: specs.Spec) -> Path:
     for python, sets in sorted(image_sets(spec).items()):
         log.info("Python %s: resolving pip and %d package set(s)", python, len(sets))
         ((pin, pip_file),) = _resolved(["pip"], python).items()
-        locked_sets = [
-            wheel_locks.WheelSet(packages=packages, wheels=_resolved(packages, python))
-            for packages in sets
-        ]
         pythons[python] = wheel_locks.PythonWheels(
             pip=wheel_locks.PipWheel(pin=pin, file=pip_file.file, sha256=pip_file.sha256),
-            sets=locked_sets,
+            sets=[
+                wheel_locks.WheelSet(packages=packages, wheels=_resolved(packages, python))
+                for packages in sets
+            ],
         )
     path = wheel_locks.write_images(wheel_locks.ImageLock(pythons=pythons))
     log.info("wrote %s: %d Pythons", path, len(pythons))
@@ -138,8 +131,7 @@ def lock_image_wheels(spec: specs.Spec) -> Path:
 def lock_bases(spec: specs.Spec) -> tuple[Path, list[str]]:
     """Ask the registry for each official base's digest and write bases.lock.yaml; returns the
     path and the references the registry did not answer for."""
-    # Imported here: tfgpu_kit.cli imports this module for `lock`, and the Docker SDK adds 45-90 ms
-    # to every command's start (python -X importtime); only --bases needs it.
+    # here: only --bases needs the Docker SDK, which adds 45-90 ms to every command's start
     from tfgpu_kit import docker_engine
 
     refs = base_lock.refs(catalog.images(spec))

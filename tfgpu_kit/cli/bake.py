@@ -6,10 +6,9 @@ import argparse
 from pathlib import Path
 
 from tfgpu_kit import bake_request
-from tfgpu_kit.cli.command import Command
+from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.flag_values import path_flag
 
-NAME = "bake"
 HELP = "emit a docker-bake.json for `docker buildx bake`"
 DESCRIPTION = """Emit a docker-bake.json (stdout, or --out FILE) with one target per image, the
 same tags and build arguments as `build`, and groups per variant. Each target's context must hold
@@ -35,15 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    request = bake_request.BakeRequest(
-        selectors=args.selectors,
-        out=args.out,
-        contexts=args.contexts,
-        assemble=args.assemble,
-        registry=args.registry,
-        base_registry=args.base_registry,
-    )
-    return bake_request.write_bake_file(request)
+    return bake_request.write_bake_file(request(bake_request.BakeRequest, args))
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("bake", HELP, DESCRIPTION, add_arguments, run)

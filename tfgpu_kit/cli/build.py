@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from tfgpu_kit import build_request
-from tfgpu_kit.cli.command import Command
+from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
 
-NAME = "build"
 HELP = "build tagged images (Docker SDK); --dry-run shows what would be built"
 DESCRIPTION = """Build the selected images (default: the newest version, every variant; `all` for
 every image). SELECTORS: 2.21.0-gpu, 2.21-gpu-jupyter, 2.21.0 (every variant), 2.21, gpu
@@ -56,11 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # the flags' destinations are BuildRequest's field names, one for one
-    flags = vars(args)
-    fields = dataclasses.fields(build_request.BuildRequest)
-    request = build_request.BuildRequest(**{field.name: flags[field.name] for field in fields})
-    return build_request.build(request)
+    return build_request.build(request(build_request.BuildRequest, args))
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("build", HELP, DESCRIPTION, add_arguments, run)

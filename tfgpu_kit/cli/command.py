@@ -6,14 +6,27 @@ name (not by a string), so mypy checks every command against this shape."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Request = TypeVar("Request", bound="DataclassInstance")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Command:
     name: str
     help: str
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+
+
+def request(request_type: type[Request], args: argparse.Namespace) -> Request:
+    """A command's request dataclass from its flags, whose destinations are its field names."""
+    flags = vars(args)
+    fields = dataclasses.fields(request_type)
+    return request_type(**{field.name: flags[field.name] for field in fields})

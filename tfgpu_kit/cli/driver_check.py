@@ -9,7 +9,6 @@ from tfgpu_kit import driver_report
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
 
-NAME = "check"
 HELP = "verdict per TensorFlow version for a driver (default: the local one, through NVML)"
 DESCRIPTION = """For each TensorFlow version: runs natively; runs by minor-version compatibility
 (and, with --gpu-arch, whether PTX-only coverage then fails to JIT); needs forward compatibility
@@ -41,4 +40,4 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("check", HELP, DESCRIPTION, add_arguments, run)

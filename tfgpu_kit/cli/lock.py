@@ -1,12 +1,5 @@
-"""`build.py lock [--check] [--bases]`: lock what goes into the images.
-
-Three locks under images/, each read by the build:
-- cuda-wheels.lock.yaml: the NVIDIA CUDA wheels of matrix.yaml's and_cuda pins (file, sha256,
-  sizes);
-- image-wheels.lock.yaml: per base Python, pip and the resolution of each set of packages an image
-  asks for (runtime_extras, variants' and versions' pip), by exact version and sha256;
-- bases.lock.yaml: the registry digest of each official base (`--bases`: asks the registry through
-  the Docker engine)."""
+"""`build.py lock [--check] [--bases]`: lock what goes into the images (the three locks under
+images/, each read by the build: tfgpu_kit.lock_refresh)."""
 
 from __future__ import annotations
 
@@ -16,7 +9,6 @@ from tfgpu_kit import lock_refresh
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
 
-NAME = "lock"
 HELP = "lock the images' wheels (CUDA wheels, extras, pip) and, with --bases, the bases' digests"
 DESCRIPTION = """Without flags: download every and_cuda pin of images/matrix.yaml for the bases'
 platform (into the wheel cache, ~/.cache/tfgpu-kit/wheels) and write images/cuda-wheels.lock.yaml
@@ -49,4 +41,4 @@ def run(args: argparse.Namespace) -> int:
     return lock_refresh.run(specs.load(), check_only=args.check, bases=args.bases)
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("lock", HELP, DESCRIPTION, add_arguments, run)

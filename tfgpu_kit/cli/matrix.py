@@ -8,7 +8,6 @@ from tfgpu_kit import matrix_table
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
 
-NAME = "matrix"
 HELP = "print the TensorFlow → CUDA/cuDNN/Python/driver/architecture table"
 DESCRIPTION = """Per TensorFlow version: what it was built with (CUDA, cuDNN, Python, SASS/PTX
 architectures); what its official base image ships (images/bases.yaml) and whether that is enough
@@ -30,4 +29,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("matrix", HELP, DESCRIPTION, add_arguments, run)

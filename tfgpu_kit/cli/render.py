@@ -9,7 +9,6 @@ from tfgpu_kit import dockerfiles_folder, render
 from tfgpu_kit.cli.command import Command
 from tfgpu_kit.flag_values import path_flag
 
-NAME = "render"
 HELP = "render the Dockerfiles from images/ and templates/"
 DESCRIPTION = """Render dockerfiles/<version>-<variant>/Dockerfile for every image. With --check,
 write nothing and exit 1 naming each committed file that is missing, stale or left over (exit 5
@@ -34,4 +33,4 @@ def run(args: argparse.Namespace) -> int:
     return dockerfiles_folder.render_or_check(args.out, check=args.check)
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("render", HELP, DESCRIPTION, add_arguments, run)

@@ -9,7 +9,6 @@ from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
 from tfgpu_kit.verify import images as verify_images
 
-NAME = "verify"
 HELP = "check what built images really hold, and that their TensorFlow registers a GPU"
 DESCRIPTION = """Runs each image twice, without a GPU and without network:
 1. `tfgpu check --json` (the checkout's runtime, mounted read-only, in an image that has none,
@@ -42,9 +41,8 @@ def run(args: argparse.Namespace) -> int:
     # 45-90 ms to each command's start (python -X importtime, 2 cores: cli 0.5-0.7 s without it).
     from tfgpu_kit import docker_engine
 
-    spec = specs.load()
     return verify_images.verify_images(
-        spec,
+        specs.load(),
         docker_engine.client(),
         args.images,
         as_json=args.json,
@@ -52,4 +50,4 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)
+COMMAND = Command("verify", HELP, DESCRIPTION, add_arguments, run)

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.locks.lock_file import LockFile
+from tfgpu_kit.locks.lock_file import Entry, LockFile, sorted_dump
 
 log = logging.getLogger(__name__)
 
@@ -52,25 +52,17 @@ class BasedImage(Protocol):
     def base_ref(self) -> str: ...
 
 
-class LockedBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class LockedBase(Entry):
     digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
     source: str | None = None  # how the digest was read (registry, through what)
     checked: str | None = None  # when (UTC date)
 
 
-class BaseLock(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    bases: dict[str, LockedBase] = {}
+class BaseLock(Entry):
+    bases: dict[str, LockedBase] = Field(default_factory=dict)
 
 
-def _dump(lock: BaseLock) -> dict[str, Any]:
-    return {"bases": {ref: entry.model_dump() for ref, entry in sorted(lock.bases.items())}}
-
-
-FILE = LockFile(LOCK_NAME, HEADER, BaseLock, _dump)
+FILE = LockFile(LOCK_NAME, HEADER, BaseLock, sorted_dump)
 lock_path, load, write = FILE.path, FILE.load, FILE.write
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.spec import IMAGES_DIR, load_yaml, validate
@@ -17,17 +18,21 @@ from tfgpu_kit.spec import IMAGES_DIR, load_yaml, validate
 M = TypeVar("M", bound=BaseModel)
 
 
+class Entry(BaseModel):
+    """The base of every model a lock file holds: no unknown keys, never changed once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
 class LockFile(Generic[M]):
     """images/<name>: `load` (an empty lock when the file does not exist yet), `write` (the header,
     then `dump(lock)` as YAML in the order dump gives)."""
 
-    def __init__(
-        self, name: str, header: str, model: type[M], dump: Callable[[M], dict[str, Any]]
-    ) -> None:
-        self.name = name
-        self.header = header
-        self.model = model
-        self.dump = dump
+    name: str
+    header: str
+    model: type[M]
+    dump: Callable[[M], dict[str, Any]]
 
     def path(self, directory: Path | None = None) -> Path:
         return (directory or IMAGES_DIR) / self.name
@@ -45,12 +50,14 @@ class LockFile(Generic[M]):
         return path
 
 
+def sorted_dump(lock: BaseModel) -> dict[str, Any]:
+    """The lock's fields (each a dict of entries) with the entries in key order."""
+    return {field: dict(sorted(entries.items())) for field, entries in lock.model_dump().items()}
+
+
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def check_file(pin: str, locked_file: str, locked_sha256: str, path: Path, lock_name: str) -> None:
