@@ -46,7 +46,10 @@ class LockFile(Generic[M]):
     def write(self, lock: M, directory: Path | None = None) -> Path:
         path = self.path(directory)
         text = self.header + yaml.safe_dump(self.dump(lock), sort_keys=False)
-        path.write_text(text, encoding="utf-8")
+        # written beside it, then renamed over it: an interrupted `lock` leaves the old file whole
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
         return path
 
 
