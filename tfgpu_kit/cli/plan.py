@@ -4,8 +4,9 @@ pods add up on every GPU they share (see docs/scale.md)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from tfgpu_kit.cli.command import Command
+from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.fleet_budget import planner
 from tfgpu_kit.fleet_budget.planner import DEFAULT_OVERHEAD
 
@@ -36,90 +37,71 @@ examples:
 """
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # the parser (cli/__init__.py) sets DESCRIPTION, the exit codes are the epilog; examples first.
-    parser.epilog = EPILOG + "\n" + (parser.epilog or "")
-    parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="compose files or Kubernetes manifests"
-    )
-    parser.add_argument(
-        "--gpu-memory",
+# The arguments of --help, in order: their add_argument keywords.
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "files": dict(nargs="+", metavar="FILE", help="compose files or Kubernetes manifests"),
+    "--gpu-memory": dict(
         metavar="SIZE",
         help="memory of each GPU, e.g. 16GiB or 16384 (MiB); default: read through NVML",
-    )
-    parser.add_argument(
-        "--unified-memory",
+    ),
+    "--unified-memory": dict(
         action="store_true",
         help="the GPU memory is the system's, shared with the CPU (NVIDIA Jetson): needs "
         "--gpu-memory (the whole, MemTotal) and --reserve",
-    )
-    parser.add_argument(
-        "--reserve",
+    ),
+    "--reserve": dict(
         metavar="SIZE",
         help="with --unified-memory: what the OS and the non-TensorFlow processes keep of it, "
         "e.g. 4GiB; the caps are budgeted on the rest",
-    )
-    parser.add_argument(
-        "--context-overhead",
+    ),
+    "--context-overhead": dict(
         metavar="SIZE",
         default=DEFAULT_OVERHEAD,
         help="CUDA context memory per process and GPU, outside any cap "
         f"(default {DEFAULT_OVERHEAD})",
-    )
-    parser.add_argument(
-        "--gpu-count",
+    ),
+    "--gpu-count": dict(
         metavar="N",
         help="GPUs on the host (1 to 64), for `count: all`, `count: N` and "
         "NVIDIA_VISIBLE_DEVICES=all (default: NVML)",
-    )
-    parser.add_argument(
-        "--time-slicing",
+    ),
+    "--time-slicing": dict(
         metavar="REPLICAS",
         help="the device plugin shares each nvidia.com/gpu as REPLICAS time slices "
         "(default: from a time-slicing ConfigMap in the input; else GPUs are exclusive)",
-    )
-    parser.add_argument(
-        "--profile",
+    ),
+    "--profile": dict(
         action="append",
         default=[],
         metavar="NAME",
         help="include compose services of this profile (repeatable; a profile no service "
         "of the inputs names is refused)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object instead of a table"
-    )
-    parser.add_argument(
-        "--prometheus-rules",
+    ),
+    "--json": dict(action="store_true", help="print one JSON object instead of a table"),
+    "--prometheus-rules": dict(
         metavar="OUT",
         help="also write each GPU's budget as Prometheus recording rules to OUT, for the "
         "alert TfgpuGpuOverPlan (docs/monitoring.md)",
-    )
-    parser.add_argument(
-        "--gpu-uuid",
+    ),
+    "--gpu-uuid": dict(
         action="append",
         default=[],
         metavar="ID=UUID",
         help="with --prometheus-rules: the UUID of host GPU ID (`nvidia-smi -L`), so the "
         "kit's own metrics can be compared with the plan (repeatable)",
-    )
+    ),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # the parser (cli/__init__.py) sets DESCRIPTION, the exit codes are the epilog; examples first.
+    parser.epilog = EPILOG + "\n" + (parser.epilog or "")
+    for flag, options in ARGUMENTS.items():
+        parser.add_argument(flag, **options)
 
 
 def run(args: argparse.Namespace) -> int:
-    request = planner.PlanRequest(
-        files=args.files,
-        gpu_memory=args.gpu_memory,
-        unified_memory=args.unified_memory,
-        reserve=args.reserve,
-        context_overhead=args.context_overhead,
-        gpu_count=args.gpu_count,
-        time_slicing=args.time_slicing,
-        profile=args.profile,
-        json=args.json,
-        prometheus_rules=args.prometheus_rules,
-        gpu_uuid=args.gpu_uuid,
-    )
-    return planner.check(request)
+    return planner.check(request(planner.PlanRequest, args))
 
 
 COMMAND = Command(NAME, HELP, DESCRIPTION, add_arguments, run)

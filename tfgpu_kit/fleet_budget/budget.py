@@ -87,9 +87,7 @@ class Entry:
     @property
     def demand_mib(self) -> float | None:
         """Per instance."""
-        if self.cap_mib is None:
-            return None
-        return self.processes * (self.cap_mib + self.overhead_mib)
+        return None if self.cap_mib is None else self.processes * (self.cap_mib + self.overhead_mib)
 
     @property
     def total_mib(self) -> float | None:
@@ -98,13 +96,9 @@ class Entry:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "who": self.who,
-            "source": self.source,
-            "instances": self.instances,
+            **_fields(self, "who", "source", "instances"),
             "processes_per_instance": self.processes,
-            "cap_mib": self.cap_mib,
-            "overhead_mib": self.overhead_mib,
-            "total_mib": self.total_mib,
+            **_fields(self, "cap_mib", "overhead_mib", "total_mib"),
         }
 
 
@@ -137,17 +131,17 @@ class GpuBudget:
         return None if self.uncapped else self.memory_mib - self.committed_mib
 
     def as_dict(self) -> dict[str, object]:
+        keys = ("gpu", "sharing", "memory_mib", "processes", "committed_mib", "headroom_mib")
         return {
-            "gpu": self.gpu,
-            "sharing": self.sharing,
-            "memory_mib": self.memory_mib,
-            "processes": self.processes,
-            "committed_mib": self.committed_mib,
-            "headroom_mib": self.headroom_mib,
+            **_fields(self, *keys),
             "uncapped": [e.who for e in self.uncapped],
             "not_shown": self.not_shown,
             "entries": [e.as_dict() for e in self.entries],
         }
+
+
+def _fields(item: object, *names: str) -> dict[str, object]:
+    return {name: getattr(item, name) for name in names}
 
 
 def build(
@@ -158,9 +152,7 @@ def build(
     pools: dict[str, tuple[int, list[Entry]]] = {}
     problems: list[Problem] = []
     for workload in workloads:
-        if workload.replicas == 0:
-            continue
-        if not _resolvable(workload, problems):
+        if workload.replicas == 0 or not _resolvable(workload, problems):
             continue
         gpus = workload.gpus
         totals = (
@@ -171,16 +163,11 @@ def build(
         try:
             caps = caps_mod.resolve(workload.env, totals)
         except ConfigError as error:
-            problems.append(
-                Problem(
-                    "error",
-                    workload.who,
-                    str(error),
-                    f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)",
-                )
-            )
+            fix = f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)"
+            problems.append(Problem("error", workload.who, str(error), fix))
             continue
         problems.extend(Problem("warning", workload.who, w, "") for w in caps.warnings)
+        ignored = () if caps.enabled else tuple(v for v in CAP_VARIABLES if v in workload.env)
         for index, cap in enumerate(caps.per_gpu):
             entry = Entry(
                 workload.who,
@@ -192,9 +179,7 @@ def build(
                 growth=caps.growth,
                 fix_hint=workload.fix_hint,
                 kit_off=not caps.enabled,
-                ignored_caps=tuple(v for v in CAP_VARIABLES if v in workload.env)
-                if not caps.enabled
-                else (),
+                ignored_caps=ignored,
             )
             if gpus.placement is Placement.HOST:
                 gpu = gpus.host_gpus[index]
@@ -230,54 +215,39 @@ def _gpu_order(gpu: str) -> tuple[int, int, str]:
 
 def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
     """Report what the files do not say; False when the workload cannot be budgeted."""
-    ok = True
-    if workload.gpus.placement is Placement.UNKNOWN:
-        problems.append(
-            Problem(
-                "error",
-                workload.who,
-                f"which GPUs it uses is unknown: {workload.gpus.reason}",
-                "name the GPUs in the file (device_ids, NVIDIA_VISIBLE_DEVICES, "
-                "nvidia.com/gpu limits)",
-            )
+
+    def report(what: str, fix: str, severity: str = "error") -> None:
+        problems.append(Problem(severity, workload.who, what, fix))
+
+    gpus = workload.gpus
+    ok = gpus.placement not in (Placement.UNKNOWN, Placement.REFUSED)
+    if gpus.placement is Placement.UNKNOWN:
+        report(
+            f"which GPUs it uses is unknown: {gpus.reason}",
+            "name the GPUs in the file (device_ids, NVIDIA_VISIBLE_DEVICES, nvidia.com/gpu limits)",
         )
-        ok = False
-    if workload.gpus.placement is Placement.REFUSED:
-        problems.append(
-            Problem(
-                "error",
-                workload.who,
-                workload.gpus.reason,
-                "ask for GPUs the host has (device_ids, count, NVIDIA_VISIBLE_DEVICES), or "
-                "give the host's GPU count with --gpu-count N",
-            )
+    if gpus.placement is Placement.REFUSED:
+        report(
+            gpus.reason,
+            "ask for GPUs the host has (device_ids, count, NVIDIA_VISIBLE_DEVICES), or "
+            "give the host's GPU count with --gpu-count N",
         )
-        ok = False
     has_cap = any(name in workload.env for name in CAP_VARIABLES)
     for item in workload.unresolved:
         if item.what in (*CAP_VARIABLES, "TF_GPU_CONFIG") or (
             item.what in ("env_file", "envFrom") and not has_cap
         ):
-            problems.append(
-                Problem(
-                    "error",
-                    workload.who,
-                    f"its cap is unknown: {item.what}: {item.why}",
-                    f"set TF_GPU_MEM_LIMIT with a literal value in {workload.fix_hint}",
-                )
+            report(
+                f"its cap is unknown: {item.what}: {item.why}",
+                f"set TF_GPU_MEM_LIMIT with a literal value in {workload.fix_hint}",
             )
             ok = False
         elif item.what in COUNTS:
-            problems.append(
-                Problem(
-                    "error",
-                    workload.who,
-                    f"how many run at once is unknown: {item.what} {item.why}",
-                    "give a literal number",
-                )
+            report(
+                f"how many run at once is unknown: {item.what} {item.why}", "give a literal number"
             )
         elif item.what not in ("env_file", "envFrom"):
-            problems.append(Problem("warning", workload.who, f"{item.what}: {item.why}", ""))
+            report(f"{item.what}: {item.why}", "", severity="warning")
     return ok
 
 
@@ -290,8 +260,11 @@ def _off(entry: Entry) -> str:
     return f" (TF_GPU_CONFIG=off turns the kit off{ignored})"
 
 
-def _off_fix(entry: Entry, example: str) -> str:
-    """The fix when the kit is off: setting a cap would change nothing until it is on again."""
+def _uncapped_fix(entry: Entry, example: str) -> str:
+    """The fix for an uncapped process; with the kit off, setting a cap would change nothing until
+    it is on again."""
+    if not entry.kit_off:
+        return f"set TF_GPU_MEM_LIMIT in {entry.fix_hint}, {example}"
     if entry.ignored_caps:
         return (
             f"remove TF_GPU_CONFIG=off from {entry.fix_hint}, so that its "
@@ -315,29 +288,25 @@ def _worst_case(resource: str, slices: int, entries: list[Entry], memory_mib: fl
     chosen: list[Entry] = []
     left = slices
     for entry in ranked:
-        if left <= 0:
-            break
-        taken = min(entry.instances, left)
-        chosen.append(dataclasses.replace(entry, instances=taken))
-        left -= taken
+        if left > 0:
+            chosen.append(dataclasses.replace(entry, instances=min(entry.instances, left)))
+        left -= entry.instances
     total = sum(e.instances for e in entries)
-    label = f"any {resource}"
-    budget = GpuBudget(label, f"time-sliced ×{slices} (worst case)", memory_mib, chosen)
-    budget.not_shown = max(0, total - slices)
-    return budget
+    sharing = f"time-sliced ×{slices} (worst case)"
+    return GpuBudget(f"any {resource}", sharing, memory_mib, chosen, max(0, total - slices))
 
 
 def _judge(budget: GpuBudget) -> list[Problem]:
     problems: list[Problem] = []
     where = f"GPU {budget.gpu}" if budget.sharing == "host" else budget.gpu
-    shared = budget.processes > 1
-    capped_committed = budget.committed_mib
-    if shared:
-        uncapped_processes = sum(e.count for e in budget.uncapped)
-        room = budget.memory_mib - capped_committed
-        suggestion = (
-            math.floor(room / max(uncapped_processes, 1) / SUGGESTION_STEP_MIB)
-            * SUGGESTION_STEP_MIB
+    committed = budget.committed_mib
+    if budget.processes > 1:
+        share = (budget.memory_mib - committed) / max(sum(e.count for e in budget.uncapped), 1)
+        suggestion = math.floor(share / SUGGESTION_STEP_MIB) * SUGGESTION_STEP_MIB
+        example = (
+            f"e.g. TF_GPU_MEM_LIMIT={suggestion} (what is left after the others' caps and contexts)"
+            if suggestion > 0
+            else "and lower the others' caps: nothing is left"
         )
         for entry in budget.uncapped:
             growth = (
@@ -345,41 +314,23 @@ def _judge(budget: GpuBudget) -> list[Problem]:
                 if entry.growth
                 else ""
             )
-            example = (
-                f"e.g. TF_GPU_MEM_LIMIT={suggestion} (what is left after the others' caps and "
-                "contexts)"
-                if suggestion > 0
-                else "and lower the others' caps: nothing is left"
+            what = (
+                f"has no memory cap on {where}, shared by {budget.processes} TensorFlow "
+                f"processes: it would take the whole card{growth}{_off(entry)}"
             )
-            problems.append(
-                Problem(
-                    "error",
-                    entry.who,
-                    f"has no memory cap on {where}, shared by {budget.processes} TensorFlow "
-                    f"processes: it would take the whole card{growth}{_off(entry)}",
-                    _off_fix(entry, example)
-                    if entry.kit_off
-                    else f"set TF_GPU_MEM_LIMIT in {entry.fix_hint}, {example}",
-                )
-            )
-    if not budget.uncapped and capped_committed > budget.memory_mib:
-        over = capped_committed - budget.memory_mib
-        processes = budget.processes
+            problems.append(Problem("error", entry.who, what, _uncapped_fix(entry, example)))
+    if not budget.uncapped and committed > budget.memory_mib:
         fix = (
-            f"lower the caps by {mib(over)} MiB in total, or move a workload to another GPU"
-            if budget.sharing == "host" or budget.sharing.startswith("exclusive")
-            else f"lower the caps so that any {sum(e.instances for e in budget.entries)} of these "
+            f"lower the caps so that any {sum(e.instances for e in budget.entries)} of these "
             "pods fit on one GPU, or lower the time-slicing replicas"
+            if budget.sharing.startswith("time-sliced")
+            else f"lower the caps by {mib(committed - budget.memory_mib)} MiB in total, or move "
+            "a workload to another GPU"
         )
-        context = mib(budget.entries[0].overhead_mib)
-        problems.append(
-            Problem(
-                "error",
-                ", ".join(e.who for e in budget.entries),
-                f"{where} is over-committed: {mib(capped_committed)} MiB of "
-                f"{mib(budget.memory_mib)} MiB "
-                f"(caps plus {processes} × {context} MiB CUDA context)",
-                fix,
-            )
+        what = (
+            f"{where} is over-committed: {mib(committed)} MiB of {mib(budget.memory_mib)} MiB "
+            f"(caps plus {budget.processes} × {mib(budget.entries[0].overhead_mib)} MiB CUDA "
+            "context)"
         )
+        problems.append(Problem("error", ", ".join(e.who for e in budget.entries), what, fix))
     return problems

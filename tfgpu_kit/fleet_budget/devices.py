@@ -47,12 +47,9 @@ def nvidia_visible(value: str, host_gpus: Sequence[str] | None) -> list[str] | s
 def beyond_host(ids: Sequence[str], host_gpus: Sequence[str] | None) -> str | None:
     """The first index in `ids` that the host does not have (any index from MAX_GPUS on, when
     its GPUs are not known)."""
-    for gpu in ids:
-        if not is_ascii_number(gpu):
-            continue
-        if host_gpus is not None and gpu not in host_gpus:
-            return gpu
-        if host_gpus is None and (len(gpu) > 3 or int(gpu) >= MAX_GPUS):
+    for gpu in filter(is_ascii_number, ids):
+        known = gpu in host_gpus if host_gpus is not None else len(gpu) <= 3 and int(gpu) < MAX_GPUS
+        if not known:
             return gpu
     return None
 

@@ -34,6 +34,4 @@ def kube_interpolated(value: str) -> bool:
 
 def scalar_text(value: object) -> str:
     """YAML scalars as compose passes them to a container (true → "true", 6144 → "6144")."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

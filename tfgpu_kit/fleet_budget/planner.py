@@ -47,10 +47,7 @@ def check(args: PlanRequest) -> int:
         )
     uuids = prometheus.parse_gpu_uuids(args.gpu_uuid)
     unified.check_flags(args.unified_memory, args.reserve, args.gpu_memory)
-    # NVML only for what the flags leave open: with both given, a broken driver cannot matter
-    found, unavailable = (
-        _read_nvml(args) if args.gpu_memory is None or args.gpu_count is None else (None, None)
-    )
+    found, unavailable = _read_nvml(args)
     memory = _gpu_memory(args, found, unavailable)
     host_gpus = _host_gpus(args, found)
     slices = (
@@ -63,8 +60,7 @@ def check(args: PlanRequest) -> int:
     )
     if memory.reserve_mib:
         inputs.notes.append(unified.note(memory.default_mib, memory.reserve_mib))
-    note = budget.mixed_sizes_note(memory, inputs.workloads)
-    if note is not None:
+    if (note := budget.mixed_sizes_note(memory, inputs.workloads)) is not None:
         inputs.notes.append(note)
     budgets, problems = budget.build(inputs.workloads, memory=memory, overhead_mib=overhead)
     if args.prometheus_rules is not None:
@@ -80,13 +76,11 @@ def check(args: PlanRequest) -> int:
 
 
 def _read_nvml(args: PlanRequest) -> tuple[dict[str, float] | None, str | None]:
-    """local_driver.gpu_memory(), its failure's hint naming only the flags still missing."""
-    missing = []
-    if args.gpu_memory is None:
-        missing.append("--gpu-memory SIZE")
-    if args.gpu_count is None:
-        missing.append("--gpu-count N")
-    return local_driver.gpu_memory(missing)
+    """local_driver.gpu_memory(), its failure's hint naming only the flags still missing. NVML
+    only for what the flags leave open: with both given, a broken driver cannot matter."""
+    flags = {"--gpu-memory SIZE": args.gpu_memory, "--gpu-count N": args.gpu_count}
+    missing = [flag for flag, value in flags.items() if value is None]
+    return local_driver.gpu_memory(missing) if missing else (None, None)
 
 
 def _gpu_memory(
@@ -95,8 +89,7 @@ def _gpu_memory(
     """Each GPU's memory: --gpu-memory (less --reserve on a unified-memory device), else NVML's."""
     if args.gpu_memory is not None:
         total = size_mib("--gpu-memory", args.gpu_memory, "16GiB")
-        kept = unified.reserve_mib(args.reserve, total)
-        return budget.GpuMemory(total, reserve_mib=kept)
+        return budget.GpuMemory(total, reserve_mib=unified.reserve_mib(args.reserve, total))
     if found:
         # a pod's GPU is not known (Kubernetes): the smallest card is the one that may not fit it
         return budget.GpuMemory(min(found.values()), found)
@@ -140,12 +133,7 @@ def _write_rules(
     text = prometheus.recording_rules(budgets, uuids=uuids, sources=files)
     out.write_text(text, encoding="utf-8")
     written = len(prometheus.host_budgets(budgets))
-    left_out = len(budgets) - written
-    notes.append(
-        f"{out}: Prometheus recording rules for {written} GPU(s)"
-        + (
-            f"; {left_out} Kubernetes budget(s) left out (the scheduler picks their GPU)"
-            if left_out
-            else ""
-        )
-    )
+    note = f"{out}: Prometheus recording rules for {written} GPU(s)"
+    if left_out := len(budgets) - written:
+        note += f"; {left_out} Kubernetes budget(s) left out (the scheduler picks their GPU)"
+    notes.append(note)

@@ -69,20 +69,18 @@ def recording_rules(
             f"(GPUs in the plan: {', '.join(sorted(known)) or 'none'}); "
             f"example: --gpu-uuid {UUID_EXAMPLE}"
         )
-    rules: list[dict[str, object]] = []
-    for budget in host_budgets(budgets):
-        labels = {"gpu": budget.gpu}
-        if budget.gpu in uuids:
-            labels["uuid"] = uuids[budget.gpu]
-        for name, mib in ((COMMITTED, budget.committed_mib), (MEMORY, budget.memory_mib)):
-            # vector(): a recording rule records a vector; the labels name the GPU
-            rules.append(
-                {
-                    "record": name,
-                    "expr": f"vector({round(mib * BYTES_PER_MIB)})",
-                    "labels": dict(labels),
-                }
-            )
+    # vector(): a recording rule records a vector; the labels name the GPU (a dict per rule:
+    # one dict twice would be dumped as a YAML anchor and alias)
+    rules = [
+        {
+            "record": name,
+            "expr": f"vector({round(mib * BYTES_PER_MIB)})",
+            "labels": {"gpu": budget.gpu}
+            | ({"uuid": uuids[budget.gpu]} if budget.gpu in uuids else {}),
+        }
+        for budget in host_budgets(budgets)
+        for name, mib in ((COMMITTED, budget.committed_mib), (MEMORY, budget.memory_mib))
+    ]
     # file names escaped (a newline in one would end the comment and add a YAML key)
     named = " ".join(shown(source) for source in sources)
     header = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 
@@ -29,10 +30,9 @@ def as_json(
     overhead_mib: float,
     memory_mib: float,
 ) -> str:
-    errors = [p for p in problems if p.severity == "error"]
     return json.dumps(
         {
-            "ok": not errors,
+            "ok": not any(p.severity == "error" for p in problems),
             "gpu_memory_mib": memory_mib,
             "context_overhead_mib": overhead_mib,
             "gpus": [b.as_dict() for b in budgets],
@@ -43,9 +43,8 @@ def as_json(
     )
 
 
-def _cell(value: float | None) -> str:
-    """MiB in the table: thousands grouped, for reading across a row."""
-    return mib(value, grouped=True)
+# MiB in the table: thousands grouped, for reading across a row
+_cell = functools.partial(mib, grouped=True)
 
 
 def table(budget: GpuBudget) -> Table:
@@ -65,14 +64,12 @@ def table(budget: GpuBudget) -> Table:
             _cell(entry.total_mib),
         )
     headroom = budget.headroom_mib
-    if headroom is None:
-        verdict = (
-            Text("whole card", style="green")
-            if budget.processes == 1
-            else Text("uncapped", style="red")
-        )
-    else:
+    if headroom is not None:
         verdict = Text(f"headroom {_cell(headroom)}", style="green" if headroom >= 0 else "red")
+    elif budget.processes == 1:
+        verdict = Text("whole card", style="green")
+    else:
+        verdict = Text("uncapped", style="red")
     extra = f" (+{budget.not_shown} more pods in the pool)" if budget.not_shown else ""
     out.add_section()
     out.add_row(
@@ -105,9 +102,8 @@ def print_text(
         if problem.fix:
             console.print(f"    fix: {_safe(problem.fix)}", markup=False, highlight=False)
     errors = sum(p.severity == "error" for p in problems)
-    verdict = (
+    console.print(
         Text(f"plan fails: {errors} error(s)", style="bold red")
         if errors
         else Text(f"plan OK: {len(budgets)} GPU budget(s) fit", style="bold green")
     )
-    console.print(verdict)

@@ -44,11 +44,8 @@ def load(
     inputs = Inputs()
     cluster = kube_reader.Cluster()
     if time_slicing is not None:
-        for resource in (
-            kube_reader.GPU_RESOURCE_PREFIX,
-            kube_reader.GPU_RESOURCE_PREFIX + ".shared",
-        ):
-            cluster.slices[resource] = time_slicing
+        prefix = kube_reader.GPU_RESOURCE_PREFIX
+        cluster.slices.update(dict.fromkeys((prefix, prefix + ".shared"), time_slicing))
     manifests: list[tuple[str, list[Any]]] = []
     profiles_seen: set[str] = set()
     composes = 0
@@ -67,13 +64,12 @@ def load(
             continue
         with _shape(path, "Kubernetes manifests"):
             objects = kube_reader.flatten(docs, path)
-        if not objects:
-            raise UsageError(
-                f"{shown(path)}: neither a compose file (no top-level 'services:') nor Kubernetes "
-                "manifests (no document with 'apiVersion' and 'kind')",
-                hint="pass compose files (compose.yaml) or manifests (kubectl-style YAML)",
-            )
-        with _shape(path, "Kubernetes manifests"):
+            if not objects:
+                raise UsageError(
+                    f"{shown(path)}: neither a compose file (no top-level 'services:') nor "
+                    "Kubernetes manifests (no document with 'apiVersion' and 'kind')",
+                    hint="pass compose files (compose.yaml) or manifests (kubectl-style YAML)",
+                )
             kube_reader.survey(objects, source=path, cluster=cluster)
         manifests.append((path, objects))
     for path, objects in manifests:
