@@ -32,13 +32,15 @@ from tfgpu.settings import is_ascii_number
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.fleet_budget import devices, envvars
 from tfgpu_kit.fleet_budget.fields import (
-    MAX_COUNT,
+    count_of,
     is_scalar,
+    is_whole,
     mapping,
-    quoted,
     refuse,
+    scalar,
     sequence,
     text,
+    texts,
 )
 from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
 from tfgpu_kit.yamlfile import shown
@@ -49,6 +51,7 @@ SERVICE_NAME = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
 # compose-go DeviceCount: strconv.ParseInt(v, 10, 64) after "all"
 _GO_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _ENV_EXAMPLE = "environment: {TF_GPU_MEM_LIMIT: 6GiB} or environment: [TF_GPU_MEM_LIMIT=6GiB]"
+_LIST_OR_DICT = " (compose-spec list_or_dict)"
 _DEVICE_EXAMPLE = "devices: [{driver: nvidia, capabilities: [gpu], device_ids: ['0']}]"
 
 
@@ -70,7 +73,6 @@ def read(
     host_gpus: Sequence[str] | None,
     profiles: Sequence[str] = (),
 ) -> Read:
-    """Workloads of the services that see a GPU, notes about the file, and its profiles."""
     out = Read()
     for name, service in doc["services"].items():
         if not isinstance(name, str) or not SERVICE_NAME.fullmatch(name):
@@ -90,7 +92,9 @@ def read(
                 "a mapping (compose-spec: a service is a mapping)",
                 f"services: {{{name}: {{image: tfgpu/tensorflow:2.21.0-gpu}}}}",
             )
-        wanted = _profiles(source, where, service.get("profiles"))
+        wanted = _string_list(
+            source, f"{where}.profiles", service.get("profiles"), "profiles: [debug]"
+        )
         out.profiles.update(wanted)
         # read (and so checked) even when skipped: Compose validates the whole file
         workload = _service(name, service, source=source, host_gpus=host_gpus)
@@ -105,14 +109,10 @@ def read(
     return out
 
 
-def _profiles(source: str, where: str, raw: object) -> list[str]:
-    """`profiles:`; a string is one profile (compose-go's StringList), not its letters."""
-    if isinstance(raw, str):
-        return [raw]
-    found = sequence(source, f"{where}.profiles", raw, "profiles: [debug]")
-    for item in found:
-        text(source, f"{where}.profiles[]", item, "profiles: [debug]")
-    return found
+def _string_list(source: str, where: str, raw: object, example: str) -> list[str]:
+    """`profiles`, `capabilities`: a string is one item (compose-go's StringList), not its
+    letters."""
+    return [raw] if isinstance(raw, str) else texts(source, where, raw, example)
 
 
 def _service(
@@ -152,15 +152,12 @@ def _env_files(source: str, where: str, raw: object) -> str:
     """compose-spec `env_file`: a path, or a list of paths or {path: …} mappings."""
     if isinstance(raw, str):
         return f"'{shown(raw)}'"
-    items = sequence(source, f"{where}.env_file", raw, "env_file: .env")
     paths = []
-    for item in items:
-        path = (
-            mapping(source, f"{where}.env_file[]", item, "env_file: [{path: .env}]").get("path")
-            if not isinstance(item, str)
-            else item
-        )
-        paths.append(f"'{shown(text(source, f'{where}.env_file[].path', path, 'path: .env'))}'")
+    for item in sequence(source, f"{where}.env_file", raw, "env_file: .env"):
+        if not isinstance(item, str):
+            item = mapping(source, f"{where}.env_file[]", item, "env_file: [{path: .env}]")
+            item = item.get("path")
+        paths.append(f"'{shown(text(source, f'{where}.env_file[].path', item, 'path: .env'))}'")
     return ", ".join(paths) if len(paths) <= 3 else f"({len(paths)} files)"
 
 
@@ -174,15 +171,8 @@ def _environment(source: str, where: str, raw: object) -> tuple[dict[str, str], 
     else:
         for key, value in mapping(source, where, raw, _ENV_EXAMPLE).items():
             name = text(source, f"{where} key", key, _ENV_EXAMPLE)
-            if not is_scalar(value):
-                raise refuse(
-                    source,
-                    f"{where}.{shown(name)}",
-                    value,
-                    "a string, number, boolean or null (compose-spec list_or_dict)",
-                    _ENV_EXAMPLE,
-                )
-            pairs.append((name, value))
+            checked = scalar(source, f"{where}.{shown(name)}", value, _ENV_EXAMPLE, _LIST_OR_DICT)
+            pairs.append((name, checked))
     env: dict[str, str] = {}
     unresolved: list[Unresolved] = []
     # a name given twice: the last one counts, as in Compose
@@ -210,7 +200,6 @@ def _gpus(
     unresolved: list[Unresolved],
     host_gpus: Sequence[str] | None,
 ) -> GpuRequest | None:
-    """The GPUs the service's processes see; None when it sees none."""
     requests = _device_requests(source, where, service)
     if requests:
         ids: list[str] = []
@@ -223,9 +212,7 @@ def _gpus(
     elif "NVIDIA_VISIBLE_DEVICES" in env:
         listed = devices.nvidia_visible(env["NVIDIA_VISIBLE_DEVICES"], host_gpus)
         if listed is None:
-            return GpuRequest(
-                Placement.UNKNOWN, reason=_NEEDS_COUNT.format("NVIDIA_VISIBLE_DEVICES=all")
-            )
+            return _needs_count("NVIDIA_VISIBLE_DEVICES=all")
         if isinstance(listed, str):
             return GpuRequest(Placement.REFUSED, reason=listed)
         ids = listed
@@ -245,10 +232,12 @@ def _gpus(
     return GpuRequest(Placement.HOST, host_gpus=tuple(ids))
 
 
-_NEEDS_COUNT = (
-    "{} needs the number of GPUs on the host: pass --gpu-count N "
-    "(or run plan where NVML sees the GPUs)"
-)
+def _needs_count(what: str) -> GpuRequest:
+    return GpuRequest(
+        Placement.UNKNOWN,
+        reason=f"{what} needs the number of GPUs on the host: pass --gpu-count N "
+        "(or run plan where NVML sees the GPUs)",
+    )
 
 
 def _no_such_gpu(gpu: str, host_gpus: Sequence[str] | None) -> str:
@@ -271,9 +260,8 @@ def _device_requests(
     path += ".resources.reservations"
     reserved = mapping(source, path, resources.get("reservations"), "reservations: {}")
     path += ".devices"
-    for index, request in enumerate(
-        sequence(source, path, reserved.get("devices"), _DEVICE_EXAMPLE)
-    ):
+    requests = sequence(source, path, reserved.get("devices"), _DEVICE_EXAMPLE)
+    for index, request in enumerate(requests):
         item = f"{path}[{index}]"
         request = mapping(source, item, request, _DEVICE_EXAMPLE)
         if "capabilities" not in request:
@@ -306,13 +294,7 @@ def _device_requests(
 
 def _is_gpu(source: str, where: str, request: Mapping[str, Any]) -> bool:
     raw = request["capabilities"]
-    capabilities = (
-        [raw]
-        if isinstance(raw, str)
-        else sequence(source, f"{where}.capabilities", raw, "capabilities: [gpu]")
-    )
-    for item in capabilities:
-        text(source, f"{where}.capabilities[]", item, "capabilities: [gpu]")
+    capabilities = _string_list(source, f"{where}.capabilities", raw, "capabilities: [gpu]")
     driver = request.get("driver")
     if driver is not None:
         text(source, f"{where}.driver", driver, "driver: nvidia")
@@ -337,7 +319,7 @@ def _request_ids(
         return count
     if count < 0:  # moby: a negative count is NVIDIA_VISIBLE_DEVICES=all
         if host_gpus is None:
-            return GpuRequest(Placement.UNKNOWN, reason=_NEEDS_COUNT.format("count: all"))
+            return _needs_count("count: all")
         return list(host_gpus)
     chosen = devices.first_n(count, host_gpus)
     if isinstance(chosen, str):
@@ -347,9 +329,7 @@ def _request_ids(
 
 def _device_ids(source: str, where: str, raw: object) -> list[str] | GpuRequest:
     example = "device_ids: ['0', '1']"
-    ids = sequence(source, where, raw, example)
-    for gpu in ids:
-        text(source, f"{where}[]", gpu, example)
+    ids = texts(source, where, raw, example)
     if any(envvars.compose_interpolated(gpu) for gpu in ids):
         return GpuRequest(Placement.UNKNOWN, reason=f"{where} is interpolated from the shell")
     for gpu in ids:
@@ -357,7 +337,7 @@ def _device_ids(source: str, where: str, raw: object) -> list[str] | GpuRequest:
             raise refuse(source, f"{where}[]", gpu, devices.ID_ACCEPTED, example)
     if len(set(ids)) != len(ids):
         raise refuse(source, where, ids, "each GPU once (compose-spec: unique items)", example)
-    return list(ids)
+    return ids
 
 
 def _count(source: str, where: str, raw: object) -> int | GpuRequest:
@@ -368,10 +348,9 @@ def _count(source: str, where: str, raw: object) -> int | GpuRequest:
             return -1
         if envvars.compose_interpolated(raw):
             return GpuRequest(Placement.UNKNOWN, reason=f"{where} is interpolated from the shell")
-        if not _GO_INT.fullmatch(raw) or len(raw) > 4000:  # int() stops at 4300 digits
-            raise refuse(source, where, raw, accepted, "count: 1")
-        raw = int(raw)
-    if not isinstance(raw, int) or isinstance(raw, bool):
+        if _GO_INT.fullmatch(raw) and len(raw) <= 4000:  # int() stops at 4300 digits
+            raw = int(raw)
+    if not is_whole(raw):
         raise refuse(source, where, raw, accepted, "count: 1")
     if raw.bit_length() > 63:  # compose-go: int64
         raise refuse(source, where, raw, accepted + ", within 64 bits", "count: 1")
@@ -401,15 +380,9 @@ def _counts(
             labels[key] = value
     else:
         for key, value in mapping(source, labels_where, raw_labels, "labels: {a: b}").items():
-            if not is_scalar(value):
-                raise refuse(
-                    source,
-                    f"{labels_where} value",
-                    value,
-                    "a string, number, boolean or null",
-                    "labels: {io.tfgpu.processes: '4'}",
-                )
-            labels[text(source, f"{labels_where} key", key, "labels: {a: b}")] = value
+            example = "labels: {io.tfgpu.processes: '4'}"
+            checked = scalar(source, f"{labels_where} value", value, example)  # before the key
+            labels[text(source, f"{labels_where} key", key, "labels: {a: b}")] = checked
     processes = _positive(
         source,
         f"{labels_where}.{PROCESSES_LABEL}",
@@ -425,8 +398,4 @@ def _positive(source: str, where: str, raw: object, what: str, unresolved: list[
     anything else is reported and counted as 1."""
     if not is_scalar(raw):
         raise refuse(source, where, raw, "a whole number", "2")
-    value_text = envvars.scalar_text(raw)
-    if is_ascii_number(value_text) and len(value_text) <= 10 and int(value_text) <= MAX_COUNT:
-        return int(value_text)
-    unresolved.append(Unresolved(what, f"{quoted(raw)} is not a whole number; counted as 1"))
-    return 1
+    return count_of(envvars.scalar_text(raw), raw, what, unresolved)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeGuard
+
+from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
+from tfgpu_kit.fleet_budget.model import Unresolved
 from tfgpu_kit.yamlfile import shown
 
 # Kubernetes' counts (replicas, parallelism, completions) are int32 in the API types
@@ -49,14 +52,10 @@ def describe(value: object) -> str:
 def quoted(value: object) -> str:
     """A scalar as compose or Kubernetes would pass it on, quoted ('6144', 'true'); a huge
     number or a non-scalar as `describe` says it."""
-    if (
-        value is None
-        or isinstance(value, bool | str)
-        or (isinstance(value, int) and value.bit_length() <= 64)
-    ):
-        if isinstance(value, bool):
-            return "'true'" if value else "'false'"
-        return f"'{shown(str(value))}'" if value is not None else "null"
+    if isinstance(value, bool):
+        return "'true'" if value else "'false'"
+    if isinstance(value, str) or (isinstance(value, int) and value.bit_length() <= 64):
+        return f"'{shown(str(value))}'"
     if isinstance(value, float) and math.isfinite(value):
         return f"'{value!r}'"
     return describe(value)
@@ -68,6 +67,11 @@ def _digits(value: int) -> int:
 
 def is_scalar(value: object) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
+
+
+def is_whole(value: object) -> TypeGuard[int]:
+    """An integer, YAML `true` and `false` not among them."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def refuse(source: str, where: str, value: object, accepted: str, example: str) -> UsageError:
@@ -101,3 +105,29 @@ def text(source: str, where: str, value: object, example: str) -> str:
     if not isinstance(value, str):
         raise refuse(source, where, value, "a string", example)
     return value
+
+
+def texts(source: str, where: str, value: object, example: str) -> list[str]:
+    """A list of strings (null: none), each item checked as `where[]`."""
+    items = sequence(source, where, value, example)
+    return [text(source, f"{where}[]", item, example) for item in items]
+
+
+def mappings(source: str, where: str, value: object, example: str) -> Iterator[Mapping[Any, Any]]:
+    """The items of a list of mappings (null: none), each checked as `where[]` when reached."""
+    for item in sequence(source, where, value, example):
+        yield mapping(source, f"{where}[]", item, example)
+
+
+def scalar(source: str, where: str, value: object, example: str, rule: str = "") -> object:
+    if not is_scalar(value):
+        raise refuse(source, where, value, f"a string, number, boolean or null{rule}", example)
+    return value
+
+
+def count_of(value_text: str, raw: object, what: str, unresolved: list[Unresolved]) -> int:
+    """A count (replicas, processes) given as text; else 1, and `what` is reported unknown."""
+    if is_ascii_number(value_text) and len(value_text) <= 10 and int(value_text) <= MAX_COUNT:
+        return int(value_text)
+    unresolved.append(Unresolved(what, f"{quoted(raw)} is not a whole number; counted as 1"))
+    return 1

@@ -23,16 +23,18 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
-from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.fleet_budget import devices, envvars
 from tfgpu_kit.fleet_budget.fields import (
     MAX_COUNT,
+    count_of,
+    is_whole,
     mapping,
+    mappings,
     quoted,
     refuse,
     sequence,
@@ -56,7 +58,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 
-def is_manifest(doc: object) -> bool:
+def is_manifest(doc: object) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(doc, Mapping) and "apiVersion" in doc and "kind" in doc
 
 
@@ -88,7 +90,6 @@ def flatten(docs: Iterable[object], source: str = "") -> list[Mapping[str, Any]]
                 )
             others.append(doc)
             continue
-        assert isinstance(doc, Mapping)
         kind = text(source, "kind", doc["kind"], "kind: Deployment")
         text(source, f"{shown(kind)} apiVersion", doc["apiVersion"], "apiVersion: apps/v1")
         if kind != "List":
@@ -124,9 +125,13 @@ def flatten(docs: Iterable[object], source: str = "") -> list[Mapping[str, Any]]
     return out
 
 
-def _name(source: str, kind: str, meta: Mapping[str, Any]) -> str:
-    name = meta.get("name", "?")
-    return text(source, f"{shown(kind)} metadata.name", name, "metadata: {name: serve}")
+def _metadata(source: str, doc: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    kind = doc["kind"]
+    meta = mapping(source, f"{kind} metadata", doc.get("metadata"), "metadata: {name: x}")
+    name = text(
+        source, f"{shown(kind)} metadata.name", meta.get("name", "?"), "metadata: {name: serve}"
+    )
+    return meta, name
 
 
 def survey(manifests: Iterable[Mapping[str, Any]], *, source: str, cluster: Cluster) -> None:
@@ -134,17 +139,13 @@ def survey(manifests: Iterable[Mapping[str, Any]], *, source: str, cluster: Clus
     for doc in manifests:
         if doc["kind"] != "ConfigMap":
             continue
-        meta = mapping(source, "ConfigMap metadata", doc.get("metadata"), "metadata: {name: x}")
-        name = _name(source, "ConfigMap", meta)
+        meta, name = _metadata(source, doc)
         where = f"ConfigMap {shown(name)} data"
         data: dict[str, str] = {}
+        example = "data: {TF_GPU_MEM_LIMIT: '6GiB'} (ConfigMap data values are strings)"
         for key, value in mapping(source, where, doc.get("data"), "data: {key: value}").items():
-            data[text(source, f"{where} key", key, "data: {key: value}")] = text(
-                source,
-                f"{where}.{shown(str(key))}",
-                value,
-                "data: {TF_GPU_MEM_LIMIT: '6GiB'} (ConfigMap data values are strings)",
-            )
+            checked = text(source, f"{where}.{shown(str(key))}", value, example)  # before the key
+            data[text(source, f"{where} key", key, "data: {key: value}")] = checked
         cluster.config_maps[(_namespace(source, meta), name)] = data
         for key, config in data.items():
             for resource, replicas in _time_slicing(config).items():
@@ -170,9 +171,7 @@ def _time_slicing(config_text: str) -> dict[str, int]:
     except (yaml.YAMLError, YamlLimitError):
         return {}
     config = docs[0] if len(docs) == 1 else None
-    if not isinstance(config, Mapping):
-        return {}
-    sharing = config.get("sharing")
+    sharing = config.get("sharing") if isinstance(config, Mapping) else None
     slicing = sharing.get("timeSlicing") if isinstance(sharing, Mapping) else None
     if not isinstance(slicing, Mapping):
         return {}
@@ -182,18 +181,11 @@ def _time_slicing(config_text: str) -> dict[str, int]:
     for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, Mapping):
             continue
-        replicas = entry.get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool):
+        replicas, name, rename = entry.get("replicas"), entry.get("name"), entry.get("rename")
+        if not is_whole(replicas) or not 1 <= replicas <= MAX_COUNT:
             continue
-        if not 1 <= replicas <= MAX_COUNT:
-            continue
-        name, rename = entry.get("name"), entry.get("rename")
-        if not isinstance(name, str) or not isinstance(rename, str | None):
-            continue
-        resource = rename or name
-        if rename_all and not rename:
-            resource += ".shared"
-        found[resource] = replicas
+        if isinstance(name, str) and isinstance(rename, str | None):
+            found[(rename or name) + (".shared" if rename_all and not rename else "")] = replicas
     return found
 
 
@@ -205,57 +197,46 @@ def read(
         found = _pod_template(source, doc)
         if found is None:
             continue
-        template, replicas, unresolved_replicas = found
+        template, replicas, unresolved_replicas, indexed = found
         kind = doc["kind"]
-        top_meta = mapping(source, f"{kind} metadata", doc.get("metadata"), "metadata: {name: x}")
-        name = _name(source, kind, top_meta)
+        top_meta, name = _metadata(source, doc)
         where = f"{kind}/{name}"
         meta = mapping(source, f"{where} template metadata", template.get("metadata"), "{}")
         namespace = _namespace(source, top_meta)
         spec = mapping(source, f"{where} pod spec", template.get("spec"), "spec: {containers: […]}")
         example = "containers: [{name: tf, image: …}]"
-        containers = [
-            mapping(source, f"{where} containers[]", c, example)
-            for c in sequence(source, f"{where} containers", spec.get("containers"), example)
-        ]
+        containers = list(mappings(source, f"{where} containers", spec.get("containers"), example))
         # Sidecars (init containers that keep running) run beside the main containers.
-        for init in sequence(
-            source, f"{where} initContainers", spec.get("initContainers"), example
-        ):
-            init = mapping(source, f"{where} initContainers[]", init, example)
-            if init.get("restartPolicy") == "Always":
-                containers.append(init)
+        inits = mappings(source, f"{where} initContainers", spec.get("initContainers"), example)
+        containers += [init for init in inits if init.get("restartPolicy") == "Always"]
         annotations = _strings(source, f"{where} annotations", meta.get("annotations"))
         for container in containers:
             container_name = text(
                 source, f"{where} container name", container.get("name", "?"), "name: tf"
             )
-            workload = _container(
-                container,
-                who=f"{where}[{container_name}]",
-                source=source,
-                namespace=namespace,
-                cluster=cluster,
-            )
-            if workload is None:
+            who = f"{where}[{container_name}]"
+            env, unresolved = _environment(source, who, container, namespace, cluster)
+            gpus = _gpus(source, who, container, env, cluster)
+            if gpus is None:
                 continue
-            workload.replicas = replicas
+            kind_name, _, rest = who.partition("[")
+            workload = Workload(
+                who=who,
+                source=source,
+                replicas=replicas,
+                gpus=gpus,
+                env=env,
+                unresolved=unresolved,
+                fix_hint=f"{kind_name} container '{rest[:-1]}': env",
+            )
             if unresolved_replicas:
-                workload.unresolved.append(unresolved_replicas)
+                unresolved.append(unresolved_replicas)
             if kind == "DaemonSet":
                 workload.notes.append("a DaemonSet runs one pod per node; counted once per node")
-            if _indexed(doc):
+            if indexed:
                 _worker_index(workload, replicas, cluster)
             processes = annotations.get(PROCESSES_ANNOTATION, "1")
-            if is_ascii_number(processes) and len(processes) <= 10 and int(processes) <= MAX_COUNT:
-                workload.processes = int(processes)
-            else:
-                workload.unresolved.append(
-                    Unresolved(
-                        PROCESSES_ANNOTATION,
-                        f"{quoted(processes)} is not a whole number; counted as 1",
-                    )
-                )
+            workload.processes = count_of(processes, processes, PROCESSES_ANNOTATION, unresolved)
             workloads.append(workload)
     return workloads
 
@@ -268,16 +249,13 @@ def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Ma
         if doc["kind"] != "JobSet":
             out.append(doc)
             continue
-        meta = mapping(source, "JobSet metadata", doc.get("metadata"), "metadata: {name: x}")
-        name = _name(source, "JobSet", meta)
+        meta, name = _metadata(source, doc)
         spec = mapping(source, "JobSet spec", doc.get("spec"), "spec: {replicatedJobs: […]}")
         example = "replicatedJobs: [{name: worker, replicas: 1, template: {spec: …}}]"
-        for item in sequence(source, "JobSet replicatedJobs", spec.get("replicatedJobs"), example):
-            job = mapping(source, "JobSet replicatedJobs[]", item, example)
-            job_name = text(source, "JobSet replicatedJobs[].name", job.get("name"), example)
-            template = mapping(
-                source, "JobSet replicatedJobs[].template", job.get("template"), "{}"
-            )
+        where = "JobSet replicatedJobs"
+        for job in mappings(source, where, spec.get("replicatedJobs"), example):
+            job_name = text(source, f"{where}[].name", job.get("name"), example)
+            template = mapping(source, f"{where}[].template", job.get("template"), "{}")
             job_spec = dict(mapping(source, "JobSet Job spec", template.get("spec"), "{}"))
             copies, _ = _count("replicas", job.get("replicas", 1))
             parallelism, _ = _count("parallelism", job_spec.get("parallelism", 1))
@@ -293,18 +271,6 @@ def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Ma
                 }
             )
     return out
-
-
-def _indexed(doc: Mapping[str, Any]) -> bool:
-    spec = doc.get("spec")
-    if doc["kind"] == "CronJob" and isinstance(spec, Mapping):
-        template = spec.get("jobTemplate")
-        spec = template.get("spec") if isinstance(template, Mapping) else None
-    return (
-        doc["kind"] in ("Job", "CronJob")
-        and isinstance(spec, Mapping)
-        and spec.get("completionMode") == "Indexed"
-    )
 
 
 def _worker_index(workload: Workload, pods: int, cluster: Cluster) -> None:
@@ -333,68 +299,47 @@ def _namespace(source: str, meta: Mapping[str, Any]) -> str:
     return text(source, "metadata.namespace", namespace, "namespace: default")
 
 
-def _pod_template(
-    source: str, doc: Mapping[str, Any]
-) -> tuple[Mapping[str, Any], int, Unresolved | None] | None:
-    """(pod template, concurrent pods, why the count is unknown) for workload kinds."""
+_PodTemplate = tuple[Mapping[str, Any], int, Unresolved | None, bool]
+
+
+def _pod_template(source: str, doc: Mapping[str, Any]) -> _PodTemplate | None:
+    """(pod template, concurrent pods, why the count is unknown, whether an Indexed Job) for
+    workload kinds."""
     kind = doc["kind"]
     if kind not in ("Pod", "CronJob", "Job", *_TEMPLATED):
         return None
     spec = mapping(source, f"{kind} spec", doc.get("spec"), "spec: {…}")
     if kind == "Pod":
-        return {"metadata": doc.get("metadata") or {}, "spec": spec}, 1, None
+        return {"metadata": doc.get("metadata") or {}, "spec": spec}, 1, None, False
     if kind == "CronJob":
         job_template = mapping(source, "CronJob jobTemplate", spec.get("jobTemplate"), "{spec: …}")
-        job = mapping(source, "CronJob jobTemplate.spec", job_template.get("spec"), "{…}")
-        return _job(source, job)
-    if kind == "Job":
+        spec = mapping(source, "CronJob jobTemplate.spec", job_template.get("spec"), "{…}")
+    if kind in ("Job", "CronJob"):
         return _job(source, spec)
     template = mapping(source, f"{kind} spec.template", spec.get("template"), "template: {…}")
     if kind == "DaemonSet":
-        return template, 1, None
-    replicas, unresolved = _count("replicas", spec.get("replicas", 1))
-    return template, replicas, unresolved
+        return template, 1, None, False
+    return template, *_count("replicas", spec.get("replicas", 1)), False
 
 
 def _count(what: str, raw: object) -> tuple[int, Unresolved | None]:
     """A pod count as Kubernetes takes it: a whole number from 0 to 2^31-1 (int32; YAML `true`
     is not one); else 1, and why the count is unknown."""
-    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= MAX_COUNT:
+    if is_whole(raw) and 0 <= raw <= MAX_COUNT:
         return raw, None
     return 1, Unresolved(what, f"{quoted(raw)} is not a whole number ≥ 0; counted as 1")
 
 
-def _job(source: str, spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Unresolved | None]:
+def _job(source: str, spec: Mapping[str, Any]) -> _PodTemplate:
     """A Job runs min(parallelism, completions) pods at once (both default to 1)."""
     template = mapping(source, "Job spec.template", spec.get("template"), "template: {…}")
     parallelism, unresolved = _count("parallelism", spec.get("parallelism", 1))
-    if unresolved is not None:
-        return template, parallelism, unresolved
-    if spec.get("completions") is not None:  # null: unset, as Kubernetes defaults it
+    # completions null: unset, as Kubernetes defaults it
+    if unresolved is None and spec.get("completions") is not None:
         completions, unresolved = _count("completions", spec["completions"])
-        if unresolved is not None:
-            return template, parallelism, unresolved
-        parallelism = min(parallelism, completions)
-    return template, parallelism, None
-
-
-def _container(
-    container: Mapping[str, Any], *, who: str, source: str, namespace: str, cluster: Cluster
-) -> Workload | None:
-    env, unresolved = _environment(source, who, container, namespace, cluster)
-    gpus = _gpus(source, who, container, env, cluster)
-    if gpus is None:
-        return None
-    kind_name, _, container_name = who.partition("[")
-    return Workload(
-        who=who,
-        source=source,
-        replicas=1,
-        gpus=gpus,
-        env=env,
-        unresolved=unresolved,
-        fix_hint=f"{kind_name} container '{container_name[:-1]}': env",
-    )
+        if unresolved is None:
+            parallelism = min(parallelism, completions)
+    return template, parallelism, unresolved, spec.get("completionMode") == "Indexed"
 
 
 def gpu_quantity(source: str, where: str, raw: object) -> int:
@@ -405,7 +350,7 @@ def gpu_quantity(source: str, where: str, raw: object) -> int:
         "extended resources must be integers)"
     )
     value: Fraction | None = None
-    if isinstance(raw, int) and not isinstance(raw, bool):
+    if is_whole(raw):
         value = Fraction(raw)
     elif isinstance(raw, str | float) and not isinstance(raw, bool):
         value = _quantity(raw if isinstance(raw, str) else repr(raw))
@@ -420,9 +365,8 @@ def _quantity(raw: str) -> Fraction | None:
     match = _QUANTITY.fullmatch(raw.strip())
     if match is None or len(raw) > 64:
         return None
-    value = Fraction(match["number"] if not match["number"].endswith(".") else match["number"][:-1])
-    if match["sign"] == "-":
-        value = -value
+    sign = -1 if match["sign"] == "-" else 1
+    value = sign * Fraction(match["number"].removesuffix("."))
     if match["binary"]:
         return value * _BINARY[match["binary"]]
     exponent = int(match["exponent"]) if match["exponent"] else _DECIMAL[match["decimal"] or ""]
@@ -461,13 +405,9 @@ def _gpus(
                 )
         if count == 0 or found is not None:
             continue
-        replicas = cluster.slices.get(name, 1)
-        if replicas > 1:
-            found = GpuRequest(
-                Placement.TIME_SLICED, count=count, resource=name, slices_per_gpu=replicas
-            )
-        else:
-            found = GpuRequest(Placement.EXCLUSIVE, count=count, resource=name)
+        replicas = cluster.slices.get(name, 1)  # ≥ 1; 1 is slices_per_gpu's default
+        placement = Placement.TIME_SLICED if replicas > 1 else Placement.EXCLUSIVE
+        found = GpuRequest(placement, count=count, resource=name, slices_per_gpu=replicas)
     if found is not None:
         return found
     visible = env.get("NVIDIA_VISIBLE_DEVICES", "").strip()
@@ -490,30 +430,25 @@ def _environment(
     env: dict[str, str] = {}
     unresolved: list[Unresolved] = []
     example = "envFrom: [{configMapRef: {name: caps}}]"
-    for item in sequence(source, f"{who} envFrom", container.get("envFrom"), example):
-        item = mapping(source, f"{who} envFrom[]", item, example)
+    for item in mappings(source, f"{who} envFrom", container.get("envFrom"), example):
         prefix = text(source, f"{who} envFrom[].prefix", item.get("prefix") or "", "prefix: TF_")
         ref = item.get("configMapRef")
-        ref_name = None
+        data = None
         if ref is not None:
             ref_map = mapping(source, f"{who} envFrom[].configMapRef", ref, example)
             ref_name = text(source, f"{who} configMapRef.name", ref_map.get("name"), "name: caps")
-        data = cluster.config_maps.get((namespace, ref_name)) if ref_name is not None else None
+            data = cluster.config_maps.get((namespace, ref_name))
         if data is not None:
             env.update({prefix + k: v for k, v in data.items() if envvars.relevant(prefix + k)})
         else:
             what = "secretRef" if "secretRef" in item else "configMapRef"
             named = mapping(source, f"{who} envFrom[].{what}", item.get(what), example).get("name")
-            unresolved.append(
-                Unresolved(
-                    "envFrom",
-                    f"{what} {quoted(named)} is not in the input: variables set only there are "
-                    "unknown",
-                )
+            why = (
+                f"{what} {quoted(named)} is not in the input: variables set only there are unknown"
             )
+            unresolved.append(Unresolved("envFrom", why))
     example = "env: [{name: TF_GPU_MEM_LIMIT, value: '6GiB'}]"
-    for item in sequence(source, f"{who} env", container.get("env"), example):
-        item = mapping(source, f"{who} env[]", item, example)
+    for item in mappings(source, f"{who} env", container.get("env"), example):
         name = text(source, f"{who} env[].name", item.get("name"), example)
         value = item.get("value")
         if value is not None:  # EnvVar.value is a string, whatever the variable
@@ -529,17 +464,13 @@ def _environment(
                 env[name] = value.replace("$$(", "$(")
             continue
         value_from = mapping(source, f"{who} env {shown(name)} valueFrom", item["valueFrom"], "{}")
-        ref = value_from.get("configMapKeyRef")
-        data = None
-        key = None
-        if ref is not None:
-            ref = mapping(
-                source, f"{who} env {shown(name)} configMapKeyRef", ref, "{name: x, key: y}"
-            )
-            ref_name, key = ref.get("name"), ref.get("key")
-            if isinstance(ref_name, str):
-                data = cluster.config_maps.get((namespace, ref_name))
-        if data is not None and isinstance(key, str) and key in data:
+        ref_where = f"{who} env {shown(name)} configMapKeyRef"
+        ref = mapping(source, ref_where, value_from.get("configMapKeyRef"), "{name: x, key: y}")
+        map_name, key = ref.get("name"), ref.get("key")
+        data = (
+            cluster.config_maps.get((namespace, map_name), {}) if isinstance(map_name, str) else {}
+        )
+        if isinstance(key, str) and key in data:
             env[name] = data[key]
         else:
             kinds = ", ".join(shown(str(k)) for k in sorted(map(str, value_from))) or "valueFrom"
