@@ -18,8 +18,7 @@ MAX_DIGITS = 30  # far above any count or size a flag takes
 
 
 def _shown(value: str) -> str:
-    """The value as the message quotes it: repr'd, and cut to 80 characters (a 5000-digit
-    value need not be repeated in full)."""
+    """repr(value), cut to 80 characters (a 5000-digit value need not be repeated in full)."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "…'"
 

@@ -29,21 +29,16 @@ from tfgpu.settings import (
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.name_rules import ENV_NAME, refuse_control
 
-
-def _bool(value: str, variable: str) -> object:
-    return parse_bool(variable, value)
-
-
-def _port(value: str, variable: str) -> object:
-    return parse_metrics_port(value, variable)
-
-
-# variable -> (its flag, the runtime's parser of it)
-FLAGGED: dict[str, tuple[str, Callable[[str, str], object]]] = {
-    "TF_GPU_MEM_LIMIT": ("--mem-limit", parse_mem_limit),
-    "TF_GPU_VIRTUAL_DEVICES": ("--virtual-devices", parse_virtual_devices),
-    "TF_GPU_MEMORY_GROWTH": ("--memory-growth", _bool),
-    "TF_GPU_METRICS_PORT": ("--metrics-port", _port),
+# variable -> (its flag, the runtime's parser of it (value, variable), an example value)
+FLAGGED: dict[str, tuple[str, Callable[[str, str], object], str]] = {
+    "TF_GPU_MEM_LIMIT": ("--mem-limit", parse_mem_limit, "6GiB"),
+    "TF_GPU_VIRTUAL_DEVICES": ("--virtual-devices", parse_virtual_devices, "2048,2048"),
+    "TF_GPU_MEMORY_GROWTH": (
+        "--memory-growth",
+        lambda value, variable: parse_bool(variable, value),
+        "true",
+    ),
+    "TF_GPU_METRICS_PORT": ("--metrics-port", parse_metrics_port, str(EXAMPLE_METRICS_PORT)),
 }
 
 
@@ -63,7 +58,7 @@ def pod_env(flagged: dict[str, str | None], extra: list[str], gpus: int) -> PodE
     given = _extra(extra)
     values: dict[str, str] = {}
     source: dict[str, str] = {}
-    for variable, (flag, check) in FLAGGED.items():
+    for variable, (flag, check, example) in FLAGGED.items():
         from_flag, from_env = flagged.get(variable), given.pop(variable, None)
         if from_flag is not None and from_env is not None:
             raise UsageError(
@@ -77,9 +72,12 @@ def pod_env(flagged: dict[str, str | None], extra: list[str], gpus: int) -> PodE
         if not value.strip():  # the runtime would read it as unset: say so, write nothing
             raise UsageError(
                 f"{label} is empty: accepted: a value, or leaving it out; example: "
-                f"{label}{'=' if from_flag is None else ' '}{_example(variable, '')}"
+                + _given(label, example)
             )
-        _check(label, variable, value, check)
+        try:  # also when TF_GPU_CONFIG=off would skip it
+            check(value, variable)
+        except ConfigError as error:
+            raise _refusal(label, error) from None
         values[variable], source[variable] = value, label
     if "TF_GPU_MEM_LIMIT" in values and "TF_GPU_VIRTUAL_DEVICES" in values:
         raise UsageError(
@@ -119,33 +117,17 @@ def _extra(items: list[str]) -> dict[str, str]:
     return given
 
 
-def _example(variable: str, label: str) -> str:
-    examples = {
-        "TF_GPU_MEM_LIMIT": "6GiB",
-        "TF_GPU_VIRTUAL_DEVICES": "2048,2048",
-        "TF_GPU_MEMORY_GROWTH": "true",
-        "TF_GPU_METRICS_PORT": str(EXAMPLE_METRICS_PORT),
-    }
-    example = examples.get(variable, "VALUE")
-    return f"{variable}={example}" if label.startswith("--env") else example
+def _given(label: str, text: str) -> str:
+    """`--flag TEXT`, or `--env NAME=TEXT` for a label `--env NAME`."""
+    return f"{label}={text}" if label.startswith("--env ") else f"{label} {text}"
 
 
 def _refusal(label: str, error: ConfigError) -> UsageError:
     why = f" ({error.why})" if error.why else ""
-    if label.startswith("--env "):
-        shown = f"--env {error.variable}={error.value!r}"
-        example = f"--env {error.variable}={error.example}"
-    else:
-        shown, example = f"{label} {error.value!r}", f"{label} {error.example}"
-    return UsageError(f"{shown} is not valid{why}: accepted: {error.accepted}; example: {example}")
-
-
-def _check(label: str, variable: str, value: str, check: Callable[[str, str], object]) -> None:
-    """One contract value by its runtime parser (also when TF_GPU_CONFIG=off would skip it)."""
-    try:
-        check(value, variable)
-    except ConfigError as error:
-        raise _refusal(label, error) from None
+    return UsageError(
+        f"{_given(label, repr(error.value))} is not valid{why}: accepted: {error.accepted}; "
+        f"example: {_given(label, error.example)}"
+    )
 
 
 def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: int) -> Settings:
@@ -158,18 +140,15 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
     if not settings.enabled:
         return settings
     # tfgpu.device_plan: one value for every GPU, or exactly one per visible GPU
-    lists = (
+    for variable, parsed in (
         ("TF_GPU_MEM_LIMIT", settings.mem_limit),
         ("TF_GPU_VIRTUAL_DEVICES", settings.virtual_devices),
-    )
-    for variable, parsed in lists:
+    ):
         if parsed is not None and len(parsed) not in (1, gpus):
             label, value = source.get(variable, f"--env {variable}"), dict(env)[variable]
-            shown = f"{label}={value!r}" if label.startswith("--env") else f"{label} {value!r}"
             raise UsageError(
-                f"{shown} is not valid ({len(parsed)} values for --gpus {gpus}): accepted: one "
-                f"value for every GPU of the pod, or exactly one per GPU ({gpus}); example: "
-                f"{label}{'=' if label.startswith('--env') else ' '}"
-                f"{_example(variable, '')}"
+                f"{_given(label, repr(value))} is not valid ({len(parsed)} values for --gpus "
+                f"{gpus}): accepted: one value for every GPU of the pod, or exactly one per GPU "
+                f"({gpus}); example: {_given(label, FLAGGED[variable][2])}"
             )
     return settings

@@ -34,16 +34,8 @@ class Workers:
 # Flags that shape one workload only: given with a --kind that does not render it, they would be
 # silently ignored. None = not given (the command's defaults are applied here, not by argparse).
 DEPLOYMENT_ONLY = ("serve_cmd", "port", "health_path", "replicas", "prestop_sleep")
-JOB_ONLY = (
-    "train_cmd",
-    "parallelism",
-    "completions",
-    "workers",
-    "worker_port",
-    "checkpoint_claim",
-    "max_restarts",
-)
 WORKERS_ONLY = ("worker_port", "checkpoint_claim", "max_restarts")  # meaningless without --workers
+JOB_ONLY = ("train_cmd", "parallelism", "completions", "workers", *WORKERS_ONLY)
 DEFAULTS = {
     "serve_cmd": "python serve.py",
     "train_cmd": "python train.py",

@@ -10,12 +10,11 @@ own parser (k8s_env.py), control characters nowhere."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -25,17 +24,8 @@ from tfgpu_kit.errors import KitError, UsageError
 from tfgpu_kit.flag_values import whole_number
 
 # Flags and CHECKPOINT_PATH are re-exported: build.py k8s and the tests name them as k8s's.
-from tfgpu_kit.k8s_flags import (
-    CHECKPOINT_PATH as CHECKPOINT_PATH,
-)
-from tfgpu_kit.k8s_flags import (
-    DEFAULTS,
-    DEPLOYMENT_ONLY,
-    EXAMPLES,
-    JOB_ONLY,
-    WORKERS_ONLY,
-    Workers,
-)
+from tfgpu_kit.k8s_flags import CHECKPOINT_PATH as CHECKPOINT_PATH
+from tfgpu_kit.k8s_flags import DEFAULTS, DEPLOYMENT_ONLY, EXAMPLES, JOB_ONLY, WORKERS_ONLY, Workers
 from tfgpu_kit.k8s_flags import Flags as Flags
 from tfgpu_kit.name_rules import MAX_INT32, refuse_control
 
@@ -58,43 +48,9 @@ class Workload:
     completions: int = 1  # Job
     backoff_limit: int = 2  # Job
     workers: Workers | None = None  # Job: one model trained by N workers together
-
-
-@dataclass(frozen=True)
-class Common:
-    """What both workloads share: the image, the environment contract, resources, identity."""
-
-    image: str
-    env: list[tuple[str, str]]
-    gpus: int = 1
-    cpu: str = "1"
-    memory: str = "8Gi"
-    uid: int = 1000
-    gid: int = 1000
-    namespace: str | None = None
-    metrics_port: int | None = None
-    labels: list[tuple[str, str]] = field(default_factory=list)
-    grace_period: int = 30  # terminationGracePeriodSeconds: preStop + the program's own exit
-    prestop_sleep: int = 5  # Deployment: seconds the server keeps answering after removal; 0 none
-    scrape_annotations: bool = True  # prometheus.io/* (off when a PodMonitor does the scraping)
-    recovery: str | None = None  # the recovery rule's action (TF_GPU_RECOVER_ACTION), if any
-
-
-@dataclass(frozen=True)
-class PodMonitor:
-    """Prometheus Operator's PodMonitor for the metrics port of the rendered workloads."""
-
-    name: str
-    pods: list[str]  # app.kubernetes.io/name of each workload it selects
-    namespace: str | None = None
-    labels: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class TimeSlicing:
-    replicas: int
-    namespace: str = DEVICE_PLUGIN_NAMESPACE
-    name: str = "tfgpu-time-slicing"
+    # Deployment: seconds the server keeps answering after removal, 0 none; a Job has no
+    # endpoints to drain: its pods stop at once on SIGTERM
+    prestop_sleep: int = 0
 
 
 @functools.cache  # one environment: its templates compile once per process
@@ -119,85 +75,31 @@ def _comment_text(value: object) -> str:
     return text
 
 
-def _context(kind: str, workload: Workload, common: Common) -> dict[str, object]:
-    ports = []
-    if workload.port is not None:
-        ports.append({"name": "http", "number": workload.port})
-    if common.metrics_port is not None:
-        ports.append({"name": "metrics", "number": common.metrics_port})
+def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str, object]:
+    """The template's values: `kit` what both workloads share, `c` the container's."""
+    worker_port = workload.workers.port if workload.workers is not None else None
+    numbers = (
+        ("http", workload.port),
+        ("metrics", kit["metrics_port"]),
+        ("tf-worker", worker_port),
+    )
+    ports = [{"name": name, "number": number} for name, number in numbers if number is not None]
     labels = [
         ("app.kubernetes.io/name", workload.name),
         ("app.kubernetes.io/component", "serving" if kind == "deployment" else "training"),
         ("app.kubernetes.io/managed-by", "tfgpu-kit"),
-        *common.labels,
     ]
-    kit = {
-        "image": common.image,
-        "env": common.env,
-        "gpus": common.gpus,
-        # a quantity as a string: the API's OpenAPI (Swagger 2.0) schema types resource
-        # quantities as strings, and validators built on it reject a bare number
-        "gpu_quantity": str(common.gpus),
-        "gpu_resource": GPU_RESOURCE,
-        "cpu": common.cpu,
-        "memory": common.memory,
-        "uid": common.uid,
-        "gid": common.gid,
-        "namespace": common.namespace,
-        "metrics_port": common.metrics_port,
-        "scrape_annotations": common.scrape_annotations and common.metrics_port is not None,
-        "grace_period": common.grace_period,
-        # the recovery rule (tfgpu.recovery): `report` is read by a liveness probe on the
-        # metrics port's /livez; either action keeps its count of recoveries in /var/tmp, on
-        # an emptyDir, so that it outlives the container restarts it causes
-        "recovery": common.recovery,
-        "livez": common.recovery == "report" and common.metrics_port is not None,
-    }
     container = {
-        "name": workload.name,
-        "args": workload.args,
+        **vars(workload),
         "ports": ports,
-        "probe_path": workload.probe_path if kind == "deployment" else None,
         "restart_policy": "Never" if kind == "job" else None,
-        # a Job has no endpoints to drain: its pods stop at once on SIGTERM
-        "prestop_sleep": common.prestop_sleep if kind == "deployment" else 0,
-        "replicas": workload.replicas,
-        "parallelism": workload.parallelism,
-        "completions": workload.completions,
-        "backoff_limit": workload.backoff_limit,
-        "workers": workload.workers,
         "checkpoint_path": CHECKPOINT_PATH,
     }
-    if workload.workers is not None:
-        ports.append({"name": "tf-worker", "number": workload.workers.port})
     return {"kit": kit, "c": container, "labels": labels}
 
 
-def render_workload(kind: str, workload: Workload, common: Common) -> str:
-    """`kind` is "deployment" or "job"."""
-    template = _jinja().get_template(f"{kind}.yaml.j2")
-    return template.render(_context(kind, workload, common))
-
-
-def render_workers(workload: Workload, common: Common) -> list[tuple[str, str]]:
-    """The multi-worker Job: an Indexed Job and its headless Service, or one JobSet (which makes
-    its own headless Service)."""
-    context = _context("job", workload, common)
-    if workload.workers is not None and workload.workers.jobset:
-        return [("jobset.yaml", _jinja().get_template("jobset.yaml.j2").render(context))]
-    return [
-        ("job.yaml", _jinja().get_template("job.yaml.j2").render(context)),
-        ("service.yaml", _jinja().get_template("service.yaml.j2").render(context)),
-    ]
-
-
-def render_pod_monitor(monitor: PodMonitor) -> str:
-    labels = [("app.kubernetes.io/managed-by", "tfgpu-kit"), *monitor.labels]
-    return _jinja().get_template("podmonitor.yaml.j2").render(m=monitor, labels=labels)
-
-
-def render_time_slicing(slicing: TimeSlicing) -> str:
-    return _jinja().get_template("time-slicing.yaml.j2").render(slicing=slicing)
+def _render(name: str, **context: object) -> tuple[str, str]:
+    return f"{name}.yaml", _jinja().get_template(f"{name}.yaml.j2").render(context)
 
 
 # --- from flags to manifests ---------------------------------------------------------------------
@@ -212,65 +114,68 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
     _refuse_ignored(flags)
     _check_names(flags)
     gpus = whole_number("--gpus", flags.gpus, "1", high=64)
-    contract = k8s_env.pod_env(
-        {
-            "TF_GPU_MEM_LIMIT": flags.mem_limit,
-            "TF_GPU_VIRTUAL_DEVICES": flags.virtual_devices,
-            "TF_GPU_MEMORY_GROWTH": flags.memory_growth,
-            "TF_GPU_METRICS_PORT": flags.metrics_port,
-        },
-        flags.env,
-        gpus,
-    )
+    flagged = {  # each contract variable's own flag, as given
+        variable: getattr(flags, flag[2:].replace("-", "_"))
+        for variable, (flag, _, _) in k8s_env.FLAGGED.items()
+    }
+    contract = k8s_env.pod_env(flagged, flags.env, gpus)
     metrics = contract.metrics_port or 0
     slices = _time_slices(flags, gpus, capped=contract.capped)
     grace, prestop = _shutdown(flags)
     monitor = _pod_monitor(flags, metrics)
     image, uid, gid = _identity(flags)
-    common = Common(
-        image=image,
-        env=contract.env,
-        gpus=gpus,
-        cpu=flags.cpu,
-        memory=flags.memory,
-        uid=uid,
-        gid=gid,
-        namespace=flags.namespace,
-        metrics_port=contract.metrics_port,
-        grace_period=grace,
-        prestop_sleep=prestop,
-        scrape_annotations=monitor is None,
-        recovery=contract.recovery,
-    )
+    kit: dict[str, object] = {  # what both workloads share: image, environment, resources, identity
+        "image": image,
+        "env": contract.env,
+        "gpus": gpus,
+        # a quantity as a string: the API's OpenAPI (Swagger 2.0) schema types resource
+        # quantities as strings, and validators built on it reject a bare number
+        "gpu_quantity": str(gpus),
+        "gpu_resource": GPU_RESOURCE,
+        "cpu": flags.cpu,
+        "memory": flags.memory,
+        "uid": uid,
+        "gid": gid,
+        "namespace": flags.namespace,
+        "metrics_port": contract.metrics_port,
+        # prometheus.io/*, unless a PodMonitor does the scraping
+        "scrape_annotations": monitor is None and contract.metrics_port is not None,
+        "grace_period": grace,  # terminationGracePeriodSeconds: preStop + the program's own exit
+        # the recovery rule (tfgpu.recovery): `report` is read by a liveness probe on the
+        # metrics port's /livez; either action keeps its count of recoveries in /var/tmp, on
+        # an emptyDir, so that it outlives the container restarts it causes
+        "recovery": contract.recovery,
+        "livez": contract.recovery == "report" and contract.metrics_port is not None,
+    }
     outputs: list[tuple[str, str]] = []
     if flags.kind in ("all", "deployment"):
-        serve = _serve(flags, metrics)
-        outputs.append(("deployment.yaml", render_workload("deployment", serve, common)))
+        serve = _serve(flags, metrics, prestop)
+        outputs.append(_render("deployment", **_context("deployment", serve, kit)))
     if flags.kind in ("all", "job"):
         train = _train(flags, contract.env)
-        if train.workers is None:
-            outputs.append(("job.yaml", render_workload("job", train, common)))
-        else:
-            outputs.extend(render_workers(train, common))
+        # several workers: an Indexed Job and its headless Service, or one JobSet (which makes
+        # its own headless Service)
+        names = ["job"] if train.workers is None else ["job", "service"]
+        if train.workers is not None and train.workers.jobset:
+            names = ["jobset"]
+        outputs += [_render(name, **_context("job", train, kit)) for name in names]
     if monitor is not None:
-        outputs.append(("podmonitor.yaml", render_pod_monitor(monitor)))
+        outputs.append(monitor)
     if slices is not None:
-        slicing = TimeSlicing(
-            slices, namespace=flags.device_plugin_namespace, name=f"{flags.name}-time-slicing"
-        )
-        outputs.append(("time-slicing.yaml", render_time_slicing(slicing)))
+        name, namespace = f"{flags.name}-time-slicing", flags.device_plugin_namespace
+        slicing = {"replicas": slices, "namespace": namespace, "name": name}
+        outputs.append(_render("time-slicing", slicing=slicing))
     return outputs
 
 
 def _refuse_control_characters(flags: Flags) -> None:
     """No flag value holds a control or line-separating character (the strict checks below
     refuse them too; this names the character, and covers the free-text flags)."""
-    for field_ in dataclasses.fields(flags):
-        value = getattr(flags, field_.name)
-        flag = "--" + field_.name.replace("_", "-")
+    for name, value in vars(flags).items():
+        flag = "--" + name.replace("_", "-")
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str):
-                refuse_control(flag, item, shlex.quote(EXAMPLES.get(field_.name, "1")))
+                refuse_control(flag, item, shlex.quote(EXAMPLES.get(name, "1")))
 
 
 def _refuse_ignored(flags: Flags) -> None:
@@ -289,7 +194,7 @@ def _refuse_ignored(flags: Flags) -> None:
         raise UsageError(
             f"--registry {flags.registry!r} prefixes the default image, and --image "
             f"{flags.image!r} replaces it: accepted: one of them; example: --image "
-            "registry.example.com/tfgpu/tensorflow:2.21.0-gpu"
+            + EXAMPLES["image"]
         )
 
 
@@ -301,9 +206,7 @@ def _check_names(flags: Flags) -> None:
         name_rules.dns_label("--namespace", flags.namespace, "ml")
     name_rules.dns_label("--device-plugin-namespace", flags.device_plugin_namespace, "gpu-operator")
     if flags.image is not None:
-        name_rules.image_reference(
-            "--image", flags.image, "registry.example.com/tfgpu/tensorflow:2.21.0-gpu"
-        )
+        name_rules.image_reference("--image", flags.image, EXAMPLES["image"])
     for flag, value in (("--cpu", flags.cpu), ("--memory", flags.memory)):
         if not name_rules.QUANTITY.fullmatch(value):
             raise UsageError(
@@ -350,16 +253,13 @@ def _shutdown(flags: Flags) -> tuple[int, int]:
 
 def _identity(flags: Flags) -> tuple[str, int, int]:
     """The image, and the uid and gid the pods run as (the image's user unless given)."""
-    uid: int | None
-    gid: int | None
     if flags.registry is not None:
         from tfgpu_kit import catalog  # the spec's modules: only when the default image is used
 
         catalog.check_registry("--registry", flags.registry)
         name_rules.registry_port("--registry", flags.registry)
-    if flags.image:
-        image, uid, gid = flags.image, None, None
-    else:
+    image, uid, gid = flags.image, 1000, 1000  # the kit's user: the spec does not describe --image
+    if not image:
         try:
             image, uid, gid = _default_image(flags.registry)
         except KitError as error:
@@ -370,10 +270,10 @@ def _identity(flags: Flags) -> tuple[str, int, int]:
     if flags.gid is not None:
         # 0 is accepted: OpenShift runs an arbitrary uid in group 0 (README: --user 12345:0)
         gid = whole_number("--gid", flags.gid, "1000", low=0, high=2**31 - 1)
-    return image, 1000 if uid is None else uid, 1000 if gid is None else gid
+    return image, uid, gid
 
 
-def _serve(flags: Flags, metrics: int) -> Workload:
+def _serve(flags: Flags, metrics: int, prestop: int) -> Workload:
     port = whole_number("--port", flags.value("port"), "8501", high=65535)
     if port == metrics:
         # the hook binds the metrics port at `import tensorflow`, before the server listens
@@ -396,6 +296,7 @@ def _serve(flags: Flags, metrics: int) -> Workload:
         replicas=whole_number("--replicas", flags.value("replicas"), "2", low=0, high=MAX_INT32),
         port=port,
         probe_path=path,
+        prestop_sleep=prestop,
     )
 
 
@@ -410,15 +311,12 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> Workload:
                     f"example: --workers 2 {flag}"
                     + ("" if name == "jobset" else f" {shlex.quote(DEFAULTS[name])}")
                 )
+        parallelism, completions = (
+            whole_number(f"--{name}", flags.value(name), example, high=MAX_INT32)
+            for name, example in (("parallelism", "2"), ("completions", "1"))
+        )
         return Workload(
-            f"{flags.name}-train",
-            args,
-            parallelism=whole_number(
-                "--parallelism", flags.value("parallelism"), "2", high=MAX_INT32
-            ),
-            completions=whole_number(
-                "--completions", flags.value("completions"), "1", high=MAX_INT32
-            ),
+            f"{flags.name}-train", args, parallelism=parallelism, completions=completions
         )
     workers = k8s_workers.workers(flags, env)
     return Workload(
@@ -431,8 +329,9 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> Workload:
     )
 
 
-def _pod_monitor(flags: Flags, metrics: int) -> PodMonitor | None:
-    """The PodMonitor --pod-monitor asks for (None without it)."""
+def _pod_monitor(flags: Flags, metrics: int) -> tuple[str, str] | None:
+    """podmonitor.yaml: Prometheus Operator's PodMonitor for the metrics port of the rendered
+    workloads (None without --pod-monitor)."""
     if not flags.pod_monitor:
         if flags.pod_monitor_label:
             raise UsageError(
@@ -446,9 +345,12 @@ def _pod_monitor(flags: Flags, metrics: int) -> PodMonitor | None:
             "--pod-monitor scrapes the metrics port, and --metrics-port 0 turns it off; "
             "example: --pod-monitor --metrics-port 9401"
         )
+    # app.kubernetes.io/name of each workload it selects
     pods = [f"{flags.name}-serve"] if flags.kind in ("all", "deployment") else []
     pods += [f"{flags.name}-train"] if flags.kind in ("all", "job") else []
-    return PodMonitor(f"{flags.name}-metrics", pods, namespace=flags.namespace, labels=labels)
+    monitor = {"name": f"{flags.name}-metrics", "pods": pods, "namespace": flags.namespace}
+    labels = [("app.kubernetes.io/managed-by", "tfgpu-kit"), *labels]
+    return _render("podmonitor", m=monitor, labels=labels)
 
 
 def _labels(flag: str, items: list[str]) -> list[tuple[str, str]]:
@@ -476,7 +378,7 @@ def _labels(flag: str, items: list[str]) -> list[tuple[str, str]]:
     return list(labels.items())
 
 
-def _default_image(registry: str | None) -> tuple[str, int | None, int | None]:
+def _default_image(registry: str | None) -> tuple[str, int, int]:
     """The newest gpu image's first tag, and its user's uid and gid, from the build side's spec."""
     from tfgpu_kit import catalog, spec  # pydantic and the spec: only when no --image is given
 

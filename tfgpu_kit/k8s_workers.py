@@ -27,14 +27,6 @@ MAX_WORKERS = 1000  # far above any one collective's size; a typo beyond it
 OWNED = (*tf_config.VARIABLES, tf_config.TF_CONFIG, tf_config.LEGACY_KERAS)
 
 
-def hosts_pattern(name: str, jobset: bool) -> str:
-    """TF_GPU_WORKER_HOSTS: each worker's DNS name, `{index}` for the pod's index."""
-    job = f"{name}-train"
-    if jobset:  # one replicatedJob with one replica: job index 0
-        return f"{job}-{JOBSET_JOB}-0-{tf_config.PLACEHOLDER}.{job}"
-    return f"{job}-{tf_config.PLACEHOLDER}.{job}"
-
-
 def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
     for flag, value in (("--parallelism", flags.parallelism), ("--completions", flags.completions)):
         if value is not None:
@@ -62,8 +54,12 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
             f"--worker-port {port} is also the metrics port: accepted: two different ports; "
             "example: --worker-port 2222 --metrics-port 9401"
         )
-    pattern = hosts_pattern(flags.name, flags.jobset)
-    longest = pattern.split(".")[0].replace(tf_config.PLACEHOLDER, str(count - 1))
+    # TF_GPU_WORKER_HOSTS: each worker's DNS name, PLACEHOLDER for the pod's index (a JobSet's
+    # pods: its one replicatedJob with one replica, job index 0)
+    job = f"{flags.name}-train"
+    pod = f"{job}-{JOBSET_JOB}-0" if flags.jobset else job
+    pattern = f"{pod}-{tf_config.PLACEHOLDER}.{job}"
+    longest = f"{pod}-{count - 1}"
     if len(longest) > 63:  # a pod's hostname is one DNS label
         raise UsageError(
             f"--name {flags.name!r} is too long for {count} workers: the last worker's host name "

@@ -23,10 +23,6 @@ from tfgpu_kit.errors import UsageError
 MAX_INT32 = 2**31 - 1  # replicas, parallelism, completions (int32 in the API types)
 
 DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
-DNS_LABEL_ACCEPTED = (
-    "a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending "
-    "with a letter or digit"
-)
 QUANTITY = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
 _LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _SUBDOMAIN = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
@@ -45,39 +41,28 @@ IMAGE_REFERENCE = re.compile(
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
 )
 MAX_IMAGE_NAME = 255
-IMAGE_ACCEPTED = (
-    "an image reference [HOST[:PORT]/]PATH[:TAG][@DIGEST] with a lower-case path "
-    "(Docker's reference grammar)"
-)
-
-
-def control_character(value: str) -> str | None:
-    """The first control or line/paragraph-separating character in `value`, as `U+XXXX`, or
-    None. YAML and terminals treat these (U+0085, U+2028, U+2029, DEL, C0/C1) as line breaks
-    or escapes; no name or value the kit writes needs one."""
-    for char in value:
-        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
-            return f"U+{ord(char):04X}"
-    return None
 
 
 def refuse_control(flag: str, value: str, example: str) -> None:
-    """UsageError when `value` holds a control character (see `control_character`)."""
-    found = control_character(value)
-    if found is not None:
-        raise UsageError(
-            f"{flag} {value!r} is not valid: it contains the control character {found}; "
-            f"accepted: printable text without line breaks; example: {flag} {example}"
-        )
+    """UsageError naming the first control or line/paragraph-separating character in `value`.
+    YAML and terminals treat these (U+0085, U+2028, U+2029, DEL, C0/C1) as line breaks or
+    escapes; no name or value the kit writes needs one."""
+    for char in value:
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            raise UsageError(
+                f"{flag} {value!r} is not valid: it contains the control character "
+                f"U+{ord(char):04X}; accepted: printable text without line breaks; example: "
+                f"{flag} {example}"
+            )
 
 
 def dns_label(flag: str, value: str, example: str, *, longest: int = 63) -> str:
     """`value` when it is a DNS-1123 label of at most `longest` characters."""
     if not DNS_LABEL.fullmatch(value) or len(value) > longest:
-        accepted = DNS_LABEL_ACCEPTED.replace("63", str(longest))
         raise UsageError(
-            f"{flag} {value!r} is not valid: accepted: {accepted} (Kubernetes names); "
-            f"example: {flag} {example}"
+            f"{flag} {value!r} is not valid: accepted: a DNS-1123 label: at most {longest} "
+            "lower-case letters, digits and '-', starting and ending with a letter or digit "
+            f"(Kubernetes names); example: {flag} {example}"
         )
     return value
 
@@ -92,8 +77,9 @@ def image_reference(flag: str, value: str, example: str) -> str:
         why = " (a registry port is from 1 to 65535)"
     if not match or why:
         raise UsageError(
-            f"{flag} {value!r} is not valid{why}: accepted: {IMAGE_ACCEPTED}; "
-            f"example: {flag} {example}"
+            f"{flag} {value!r} is not valid{why}: accepted: an image reference "
+            "[HOST[:PORT]/]PATH[:TAG][@DIGEST] with a lower-case path (Docker's reference "
+            f"grammar); example: {flag} {example}"
         )
     return value
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from tfgpu_kit import k8s_manifests
 from tfgpu_kit.cli.command import Command
@@ -35,192 +36,153 @@ examples:
 """
 
 
+# Each argument group of --help, in order: its flags' add_argument keywords.
+ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
+    "what to render": {
+        "--kind": dict(
+            choices=("all", "deployment", "job"),
+            default="all",
+            help="the serving Deployment, the training Job, or both (default all)",
+        ),
+        "--name": dict(
+            default="tfgpu", help="base name: NAME-serve and NAME-train (default tfgpu)"
+        ),
+        "--namespace": dict(
+            help="namespace of the workloads, a DNS-1123 label (default: none, kubectl's current)"
+        ),
+        "--out": dict(metavar="DIR", help="write one file per manifest into DIR instead of stdout"),
+    },
+    "image": {
+        "--image": dict(
+            metavar="REF",
+            help="image reference (default: the kit's newest gpu image from images/images.yaml)",
+        ),
+        "--registry": dict(
+            metavar="R", help="prefix the default image with registry R (not with --image)"
+        ),
+    },
+    "commands and workload shape": {
+        "--serve-cmd": dict(
+            metavar="CMD",
+            help="Deployment: the model server's command line (default: python serve.py)",
+        ),
+        "--train-cmd": dict(
+            metavar="CMD", help="Job: the training command line (default: python train.py)"
+        ),
+        "--port": dict(metavar="PORT", help="Deployment: model server HTTP port (default 8501)"),
+        "--health-path": dict(
+            metavar="PATH",
+            help="Deployment: HTTP path of readiness and liveness probes (default /healthz)",
+        ),
+        "--replicas": dict(metavar="N", help="Deployment replicas (default 1)"),
+        "--parallelism": dict(metavar="N", help="Job pods at once (default 1)"),
+        "--completions": dict(metavar="N", help="Job completions (default 1)"),
+        "--workers": dict(
+            metavar="N",
+            help="Job: N workers training one model with MultiWorkerMirroredStrategy: an "
+            "Indexed Job and its headless Service; each pod's runtime builds TF_CONFIG, tf.keras "
+            "is tf-keras",
+        ),
+        "--jobset": dict(
+            action="store_true",
+            help="with --workers: a JobSet (jobset.x-k8s.io/v1alpha2) with gang restart instead",
+        ),
+        "--worker-port": dict(
+            metavar="PORT", help="with --workers: the workers' port (default 2222)"
+        ),
+        "--max-restarts": dict(
+            metavar="N",
+            help="with --workers: restarts of the whole group before it fails (default 3)",
+        ),
+        "--checkpoint-claim": dict(
+            metavar="PVC",
+            help="with --workers: a PersistentVolumeClaim mounted at"
+            f" {k8s_manifests.CHECKPOINT_PATH} in every worker, for"
+            " tf.keras.callbacks.BackupAndRestore",
+        ),
+    },
+    "GPU memory (the kit's environment contract)": {
+        "--gpus": dict(default="1", metavar="N", help="nvidia.com/gpu per pod (default 1)"),
+        "--mem-limit": dict(metavar="SIZE", help="TF_GPU_MEM_LIMIT, e.g. 6GiB, 6144, 40%%"),
+        "--virtual-devices": dict(metavar="SIZES", help="TF_GPU_VIRTUAL_DEVICES, e.g. 2048,2048"),
+        "--memory-growth": dict(
+            metavar="BOOL", help="TF_GPU_MEMORY_GROWTH (default: the image's, true)"
+        ),
+        "--metrics-port": dict(
+            metavar="PORT",
+            help="TF_GPU_METRICS_PORT, the pods' metrics containerPort and the Prometheus "
+            "annotations (or --env TF_GPU_METRICS_PORT=PORT, not both); 0 disables (default 9401)",
+        ),
+        "--time-slicing": dict(
+            metavar="REPLICAS",
+            help="also render the device-plugin ConfigMap sharing each GPU as REPLICAS slices",
+        ),
+        "--device-plugin-namespace": dict(
+            default=k8s_manifests.DEVICE_PLUGIN_NAMESPACE,
+            metavar="NS",
+            help="namespace of that ConfigMap (NAME-time-slicing): the device plugin's (default "
+            "%(default)s, the GPU Operator's; nvidia-device-plugin for NVIDIA's Helm chart as its "
+            "README installs it)",
+        ),
+        "--env": dict(
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="extra environment variable for both workloads (repeatable); checked as the "
+            "image's runtime checks it; a variable with a flag of its own (TF_GPU_MEM_LIMIT, "
+            "TF_GPU_VIRTUAL_DEVICES, TF_GPU_MEMORY_GROWTH, TF_GPU_METRICS_PORT) comes from the "
+            "flag or from --env, not both",
+        ),
+    },
+    "shutdown (the GPU memory returns when the process ends)": {
+        "--grace-period": dict(
+            default="30",
+            metavar="SECONDS",
+            help="terminationGracePeriodSeconds of both pods: from deletion (preStop included) to "
+            "SIGKILL; raise it if the program saves state on SIGTERM (default 30, Kubernetes' own)",
+        ),
+        "--prestop-sleep": dict(
+            metavar="SECONDS",
+            help="Deployment: a preStop `sleep` that keeps the server answering while its endpoint "
+            "is removed, before SIGTERM; 0 = no hook (default 5)",
+        ),
+    },
+    "Prometheus Operator": {
+        "--pod-monitor": dict(
+            action="store_true",
+            help="also render podmonitor.yaml (monitoring.coreos.com/v1 PodMonitor) scraping the "
+            "pods' metrics port; the prometheus.io/* annotations are then left out (one scrape)",
+        ),
+        "--pod-monitor-label": dict(
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="label of the PodMonitor, for a Prometheus' podMonitorSelector, e.g. "
+            "release=kube-prometheus-stack (repeatable)",
+        ),
+    },
+    "pod resources and identity": {
+        "--cpu": dict(default="1", help="CPU request (default 1)"),
+        "--memory": dict(default="8Gi", help="memory request and limit (default 8Gi)"),
+        "--uid": dict(
+            metavar="UID",
+            help="runAsUser, and runAsGroup/fsGroup unless --gid (default: the image's user)",
+        ),
+        "--gid": dict(
+            metavar="GID",
+            help="runAsGroup/fsGroup (default: --uid if given, else the image's user's group)",
+        ),
+    },
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # the parser (cli/__init__.py) sets DESCRIPTION, the exit codes are the epilog; examples first.
     parser.epilog = EPILOG + "\n" + (parser.epilog or "")
-    _what_arguments(parser.add_argument_group("what to render"))
-    _image_arguments(parser.add_argument_group("image"))
-    _workload_arguments(parser.add_argument_group("commands and workload shape"))
-    _gpu_arguments(parser.add_argument_group("GPU memory (the kit's environment contract)"))
-    _shutdown_arguments(
-        parser.add_argument_group("shutdown (the GPU memory returns when the process ends)")
-    )
-    _monitoring_arguments(parser.add_argument_group("Prometheus Operator"))
-    _pod_arguments(parser.add_argument_group("pod resources and identity"))
-
-
-# argparse's _ArgumentGroup is private; each helper takes the group as `Group`.
-Group = argparse._ArgumentGroup
-
-
-def _what_arguments(what: Group) -> None:
-    what.add_argument(
-        "--kind",
-        choices=("all", "deployment", "job"),
-        default="all",
-        help="the serving Deployment, the training Job, or both (default all)",
-    )
-    what.add_argument(
-        "--name", default="tfgpu", help="base name: NAME-serve and NAME-train (default tfgpu)"
-    )
-    what.add_argument(
-        "--namespace",
-        help="namespace of the workloads, a DNS-1123 label (default: none, kubectl's current)",
-    )
-    what.add_argument(
-        "--out", metavar="DIR", help="write one file per manifest into DIR instead of stdout"
-    )
-
-
-def _image_arguments(image: Group) -> None:
-    image.add_argument(
-        "--image",
-        metavar="REF",
-        help="image reference (default: the kit's newest gpu image from images/images.yaml)",
-    )
-    image.add_argument(
-        "--registry",
-        metavar="R",
-        help="prefix the default image with registry R (not with --image)",
-    )
-
-
-def _workload_arguments(run: Group) -> None:
-    run.add_argument(
-        "--serve-cmd",
-        metavar="CMD",
-        help="Deployment: the model server's command line (default: python serve.py)",
-    )
-    run.add_argument(
-        "--train-cmd",
-        metavar="CMD",
-        help="Job: the training command line (default: python train.py)",
-    )
-    run.add_argument(
-        "--port", metavar="PORT", help="Deployment: model server HTTP port (default 8501)"
-    )
-    run.add_argument(
-        "--health-path",
-        metavar="PATH",
-        help="Deployment: HTTP path of readiness and liveness probes (default /healthz)",
-    )
-    run.add_argument("--replicas", metavar="N", help="Deployment replicas (default 1)")
-    run.add_argument("--parallelism", metavar="N", help="Job pods at once (default 1)")
-    run.add_argument("--completions", metavar="N", help="Job completions (default 1)")
-    run.add_argument(
-        "--workers",
-        metavar="N",
-        help="Job: N workers training one model with MultiWorkerMirroredStrategy: an Indexed "
-        "Job and its headless Service; each pod's runtime builds TF_CONFIG, tf.keras is tf-keras",
-    )
-    run.add_argument(
-        "--jobset",
-        action="store_true",
-        help="with --workers: a JobSet (jobset.x-k8s.io/v1alpha2) with gang restart instead",
-    )
-    run.add_argument(
-        "--worker-port", metavar="PORT", help="with --workers: the workers' port (default 2222)"
-    )
-    run.add_argument(
-        "--max-restarts",
-        metavar="N",
-        help="with --workers: restarts of the whole group before it fails (default 3)",
-    )
-    run.add_argument(
-        "--checkpoint-claim",
-        metavar="PVC",
-        help="with --workers: a PersistentVolumeClaim mounted at"
-        f" {k8s_manifests.CHECKPOINT_PATH} in every worker, for"
-        " tf.keras.callbacks.BackupAndRestore",
-    )
-
-
-def _gpu_arguments(gpu: Group) -> None:
-    gpu.add_argument("--gpus", default="1", metavar="N", help="nvidia.com/gpu per pod (default 1)")
-    gpu.add_argument("--mem-limit", metavar="SIZE", help="TF_GPU_MEM_LIMIT, e.g. 6GiB, 6144, 40%%")
-    gpu.add_argument(
-        "--virtual-devices", metavar="SIZES", help="TF_GPU_VIRTUAL_DEVICES, e.g. 2048,2048"
-    )
-    gpu.add_argument(
-        "--memory-growth", metavar="BOOL", help="TF_GPU_MEMORY_GROWTH (default: the image's, true)"
-    )
-    gpu.add_argument(
-        "--metrics-port",
-        metavar="PORT",
-        help="TF_GPU_METRICS_PORT, the pods' metrics containerPort and the Prometheus "
-        "annotations (or --env TF_GPU_METRICS_PORT=PORT, not both); 0 disables (default 9401)",
-    )
-    gpu.add_argument(
-        "--time-slicing",
-        metavar="REPLICAS",
-        help="also render the device-plugin ConfigMap sharing each GPU as REPLICAS slices",
-    )
-    gpu.add_argument(
-        "--device-plugin-namespace",
-        default=k8s_manifests.DEVICE_PLUGIN_NAMESPACE,
-        metavar="NS",
-        help="namespace of that ConfigMap (NAME-time-slicing): the device plugin's (default "
-        "%(default)s, the GPU Operator's; nvidia-device-plugin for NVIDIA's Helm chart as its "
-        "README installs it)",
-    )
-    gpu.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="extra environment variable for both workloads (repeatable); checked as the "
-        "image's runtime checks it; a variable with a flag of its own (TF_GPU_MEM_LIMIT, "
-        "TF_GPU_VIRTUAL_DEVICES, TF_GPU_MEMORY_GROWTH, TF_GPU_METRICS_PORT) comes from the flag "
-        "or from --env, not both",
-    )
-
-
-def _shutdown_arguments(shutdown: Group) -> None:
-    shutdown.add_argument(
-        "--grace-period",
-        default="30",
-        metavar="SECONDS",
-        help="terminationGracePeriodSeconds of both pods: from deletion (preStop included) to "
-        "SIGKILL; raise it if the program saves state on SIGTERM (default 30, Kubernetes' own)",
-    )
-    shutdown.add_argument(
-        "--prestop-sleep",
-        metavar="SECONDS",
-        help="Deployment: a preStop `sleep` that keeps the server answering while its endpoint "
-        "is removed, before SIGTERM; 0 = no hook (default 5)",
-    )
-
-
-def _monitoring_arguments(monitoring: Group) -> None:
-    monitoring.add_argument(
-        "--pod-monitor",
-        action="store_true",
-        help="also render podmonitor.yaml (monitoring.coreos.com/v1 PodMonitor) scraping the "
-        "pods' metrics port; the prometheus.io/* annotations are then left out (one scrape)",
-    )
-    monitoring.add_argument(
-        "--pod-monitor-label",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="label of the PodMonitor, for a Prometheus' podMonitorSelector, e.g. "
-        "release=kube-prometheus-stack (repeatable)",
-    )
-
-
-def _pod_arguments(pod: Group) -> None:
-    pod.add_argument("--cpu", default="1", help="CPU request (default 1)")
-    pod.add_argument("--memory", default="8Gi", help="memory request and limit (default 8Gi)")
-    pod.add_argument(
-        "--uid",
-        metavar="UID",
-        help="runAsUser, and runAsGroup/fsGroup unless --gid (default: the image's user)",
-    )
-    pod.add_argument(
-        "--gid",
-        metavar="GID",
-        help="runAsGroup/fsGroup (default: --uid if given, else the image's user's group)",
-    )
+    for title, flags in ARGUMENTS.items():
+        group = parser.add_argument_group(title)
+        for flag, keywords in flags.items():
+            group.add_argument(flag, **keywords)
 
 
 def run(args: argparse.Namespace) -> int:
