@@ -1,8 +1,8 @@
 """Assembling a build context on the host: the rendered Dockerfile plus wheels/ holding the tfgpu
 runtime wheel, the wheels of its extras and of the image's extra pip packages, pip itself
 (wheels/pip.whl, run from the wheel inside the build) and wheels/requirements.txt pinning them by
-version and sha256 (the image's pip step runs with --require-hashes). The
-Docker build then needs no network. Every wheel but the runtime's is locked (wheel_locks: exact
+version and sha256 (the image's pip step runs with --require-hashes). The Docker build then needs
+no network. Every wheel but the runtime's is locked (wheel_locks: exact
 version and sha256), so a rebuild puts the same bytes into the image.
 
 Downloaded wheels are cached per target Python under $XDG_CACHE_HOME/tfgpu-kit/wheels; a download is
@@ -41,6 +41,12 @@ class ContextError(KitError):
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tfgpu-kit" / "wheels"
+
+
+def _python_cache(python: str) -> Path:
+    cache = cache_dir() / f"py{python}"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
 
 
 def _pip(args: list[str], what: str) -> None:
@@ -109,6 +115,23 @@ def target_args(python: str, platforms: Sequence[str] = WHEEL_PLATFORMS) -> list
     ]
 
 
+def _pip_download(
+    packages: list[str],
+    python: str,
+    dest: Path | str,
+    what: str,
+    *,
+    platforms: Sequence[str],
+    deps: bool = True,
+    only_from: Path | None = None,
+) -> None:
+    """`pip download` into `dest`; with `only_from`, from that folder alone (no index)."""
+    offline = ["--no-index", "--find-links", str(only_from)] if only_from is not None else []
+    no_deps = [] if deps else ["--no-deps"]
+    into = [*target_args(python, platforms), "--dest", str(dest), "--quiet", *no_deps]
+    _pip(["download", *offline, *into, *packages], what)
+
+
 def fetch(
     packages: list[str],
     python: str,
@@ -119,21 +142,14 @@ def fetch(
     """Fill the wheel cache with `packages` (and their dependencies, unless `deps` is False) for
     the target Python: offline from the cache when it has them, else from the index. Returns the
     cache directory."""
-    cache = cache_dir() / f"py{python}"
-    cache.mkdir(parents=True, exist_ok=True)
-    into_cache = [*target_args(python, platforms), "--dest", str(cache), "--quiet"]
-    if not deps:
-        into_cache.append("--no-deps")
+    cache = _python_cache(python)
     try:
-        _pip(
-            ["download", "--no-index", "--find-links", str(cache), *into_cache, *packages],
-            "offline",
+        _pip_download(
+            packages, python, cache, "offline", platforms=platforms, deps=deps, only_from=cache
         )
     except ContextError:
-        _pip(
-            ["download", *into_cache, *packages],
-            f"downloading {', '.join(packages)} for Python {python}",
-        )
+        what = f"downloading {', '.join(packages)} for Python {python}"
+        _pip_download(packages, python, cache, what, platforms=platforms, deps=deps)
     return cache
 
 
@@ -141,25 +157,14 @@ def resolve(packages: list[str], python: str) -> list[Path]:
     """`build.py lock`: resolve an image's package set for the target Python afresh from the
     index (not the cache, which may hold older releases); the wheels of the whole resolution,
     copied into the cache (so that the build after the lock finds them offline)."""
-    cache = cache_dir() / f"py{python}"
-    cache.mkdir(parents=True, exist_ok=True)
+    cache = _python_cache(python)
     with tempfile.TemporaryDirectory(prefix="tfgpu-resolve-") as tmp:
-        _pip(
-            [
-                "download",
-                *target_args(python, IMAGE_WHEEL_PLATFORMS),
-                "--dest",
-                tmp,
-                "--quiet",
-                *packages,
-            ],
-            f"resolving {', '.join(packages)} for Python {python}",
-        )
-        wheels = []
-        for wheel in sorted(Path(tmp).glob("*.whl")):
+        what = f"resolving {', '.join(packages)} for Python {python}"
+        _pip_download(packages, python, tmp, what, platforms=IMAGE_WHEEL_PLATFORMS)
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        for wheel in wheels:
             shutil.copy2(wheel, cache / wheel.name)
-            wheels.append(cache / wheel.name)
-    return wheels
+    return [cache / wheel.name for wheel in wheels]
 
 
 def pin_of(wheel: Path) -> str:
@@ -183,48 +188,25 @@ def download(
     if not packages:
         return
     cache = fetch(packages, python, deps=deps, platforms=platforms)
-    # Copy what the (now offline-satisfiable) resolution needs: resolve again into dest from the
-    # cache.
-    _pip(
-        [
-            "download",
-            "--no-index",
-            "--find-links",
-            str(cache),
-            *target_args(python, platforms),
-            "--dest",
-            str(dest),
-            "--quiet",
-            *([] if deps else ["--no-deps"]),
-            *packages,
-        ],
-        f"copying {', '.join(packages)} from the wheel cache",
-    )
+    # copy what the (now offline-satisfiable) resolution needs: resolve again from the cache
+    what = f"copying {', '.join(packages)} from the wheel cache"
+    _pip_download(packages, python, dest, what, platforms=platforms, deps=deps, only_from=cache)
 
 
 def wheel_for(pin: str, directory: Path) -> Path:
     """The wheel file of `name==version` in `directory` (ContextError when there is none)."""
-    name, _, version = pin.partition("==")
+    wanted = _normalized_pin(pin)
     for wheel in sorted(directory.glob("*.whl")):
-        match = _WHEEL_NAME.match(wheel.name)
-        if (
-            match
-            and _normalized(match["name"]) == _normalized(name)
-            and match["version"] == version
-        ):
+        if _WHEEL_NAME.match(wheel.name) and pin_of(wheel) == wanted:
             return wheel
     raise ContextError(f"no wheel for {pin} in {directory}")
 
 
 def pins(wheels: Path) -> list[str]:
     """`name==version` for every wheel in the directory (pip.whl excluded)."""
-    lines = []
-    for wheel in sorted(wheels.glob("*.whl")):
-        match = _WHEEL_NAME.match(wheel.name)
-        if wheel.name == "pip.whl" or not match:
-            continue
-        lines.append(f"{match['name'].replace('_', '-')}=={match['version']}")
-    return lines
+    names = [wheel.name for wheel in sorted(wheels.glob("*.whl")) if wheel.name != "pip.whl"]
+    matches = [match for name in names if (match := _WHEEL_NAME.match(name))]
+    return [f"{match['name'].replace('_', '-')}=={match['version']}" for match in matches]
 
 
 def unpacked_bytes(wheel: Path) -> int:

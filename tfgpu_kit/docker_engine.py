@@ -2,16 +2,14 @@
 and whether the engine can run arm64 build steps (the Jetson images).
 
 A failed step stops with that step's output (DockerError), never a traceback; an unreachable engine
-is a
-DockerError saying so."""
+is a DockerError saying so."""
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,10 @@ BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 # the handler names QEMU's own scripts and tonistiigi/binfmt register for aarch64
 BINFMT_AARCH64 = ("qemu-aarch64", "qemu-aarch64-static")
 ARM64_MACHINES = ("aarch64", "arm64")
+_BASE_HINT = (
+    "the base image is neither local nor pullable: pass a mirror with "
+    "--base-registry MIRROR, or `docker pull`/`docker load` the base first"
+)
 
 
 def client() -> Any:
@@ -65,21 +67,11 @@ def repo_digest(image: Any) -> str | None:
     return digests[0].split("@", 1)[1] if digests else None
 
 
-@dataclass
-class StepLog:
-    """The output of the build step being run, kept to report a failure."""
-
-    header: str = ""
-    lines: list[str] = field(default_factory=list)
-
-    def start(self, header: str) -> None:
-        self.header = header
-        self.lines = []
-
-
 def _follow(chunks: Iterable[dict[str, Any]], label: str) -> str:
     """Stream build output; return the built image id or raise DockerError with the failing step."""
-    step = StepLog()
+    # the build step being run and its output, kept to report a failure
+    header = ""
+    lines: list[str] = []
     image_id: str | None = None
     for chunk in chunks:
         if "stream" in chunk:
@@ -87,25 +79,18 @@ def _follow(chunks: Iterable[dict[str, Any]], label: str) -> str:
                 if not line.strip():
                     continue
                 if line.startswith("Step "):
-                    step.start(line)
+                    header, lines = line, []
                     stderr.print(f"[bold]{label}[/] {line}", markup=True, highlight=False)
                 else:
-                    step.lines.append(line)
+                    lines.append(line)
                     log.debug("%s   %s", label, line)
         elif "error" in chunk or "errorDetail" in chunk:
             message = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "unknown")
-            output = "\n".join(f"    {line}" for line in step.lines[-40:]) or "    (no output)"
-            hint = None
-            if " : FROM " in step.header:
-                # a FROM step fails when the base could not be had (no registry, a typo, no login)
-                hint = (
-                    "the base image is neither local nor pullable: pass a mirror with "
-                    "--base-registry MIRROR, or `docker pull`/`docker load` the base first"
-                )
+            output = "\n".join(f"    {line}" for line in lines[-40:]) or "    (no output)"
             raise DockerError(
-                f"building {label} failed at {step.header or 'the start'}\n{output}"
-                f"\n  error: {message}",
-                hint=hint,
+                f"building {label} failed at {header or 'the start'}\n{output}\n  error: {message}",
+                # a FROM step fails when the base could not be had (no registry, a typo, no login)
+                hint=_BASE_HINT if " : FROM " in header else None,
             )
         elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
             image_id = str(chunk["aux"]["ID"])
@@ -180,15 +165,6 @@ def python_version(c: Any, image_id: str) -> str:
     except docker.errors.DockerException as exc:
         raise DockerError(f"cannot run python3 in the built image: {exc}") from None
     return bytes(out).decode().strip()
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-
-    @property
-    def seconds(self) -> float:
-        return time.monotonic() - self.start
 
 
 # --- can this engine build arm64? ----------------------------------------------------------------

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,8 +37,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """What `build` was asked to do beyond which images: where to tag and push, which base
-    registry, whether to use the cache, keep the contexts, verify, print JSON."""
+    """What `build` was asked to do beyond which images."""
 
     registry: str | None = None
     base_registry: str | None = None
@@ -107,25 +107,17 @@ def buildargs(*, base_digest: str | None, cuda_wheels_mib: float | None = None) 
 def refuse_for_driver(
     spec: specs.Spec, images: list[Image], driver_text: str, force: bool
 ) -> list[Image]:
+    """The images the driver cannot run, each logged; none under --force (built anyway)."""
     driver = parse_driver(driver_text)
+    level = logging.WARNING if force else logging.ERROR
     refused = []
     for image in images:
-        verdict = rules.assess(spec, image.tensorflow, driver)
-        if not verdict.verdict.runs:
-            refused.append((image, verdict))
-    for image, verdict in refused:
-        level = logging.WARNING if force else logging.ERROR
-        log.log(
-            level,
-            "%s: driver %s: %s (%s)",
-            image.name,
-            driver,
-            verdict.verdict.value,
-            "; ".join(verdict.reasons),
-        )
-    if refused and not force:
-        return [image for image, _ in refused]
-    return []
+        assessment = rules.assess(spec, image.tensorflow, driver)
+        if not assessment.verdict.runs:
+            why = f"{assessment.verdict.value} ({'; '.join(assessment.reasons)})"
+            log.log(level, "%s: driver %s: %s", image.name, driver, why)
+            refused.append(image)
+    return [] if force else refused
 
 
 def iter_contexts(
@@ -160,6 +152,15 @@ def iter_contexts(
         yield image, ctx
 
 
+def _registry(image: Image, options: BuildOptions) -> str:
+    """The registry the image's base is pulled from: its own, or --base-registry's mirror."""
+    return base_registry(image.base_registry, options.base_registry)
+
+
+# the locked layers an image adds to its base, as `--dry-run` names them
+_ADDS = {"tensorflow": "TensorFlow", "cuda_wheels": "CUDA wheels", "tf_keras": "tf-keras"}
+
+
 def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
     if images[0].jetson:
         return _dry_run_arm64(images, options)
@@ -167,24 +168,19 @@ def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int
     cuda_lock, images_lock = wheel_locks.load(), wheel_locks.load_images()
     for image in images:
         adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
+        dockerfile = render.dockerfile_path(render.DOCKERFILES_DIR, image).relative_to(ROOT)
         rows.append(
             {
                 "image": image.name,
-                "dockerfile": str(
-                    render.dockerfile_path(render.DOCKERFILES_DIR, image).relative_to(ROOT)
-                ),
-                "base": (
-                    f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}"
-                ),
+                "dockerfile": str(dockerfile),
+                "base": f"{_registry(image, options)}/{image.base_ref}",
                 "tags": image.tags(registry=options.registry),
                 "push": bool(options.push),
                 "cuda": image.gap.as_json(),
                 # what it adds to its base, by layer, from the locks (the base's own size is not
                 # in them: `build` and `verify` measure it on the engine)
                 "adds_mib": {
-                    "tensorflow": round(adds.tensorflow / BYTES_PER_MIB, 1),
-                    "cuda_wheels": round(adds.cuda_wheels / BYTES_PER_MIB, 1),
-                    "tf_keras": round(adds.tf_keras / BYTES_PER_MIB, 1),
+                    **{key: round(getattr(adds, key) / BYTES_PER_MIB, 1) for key in _ADDS},
                     "kit_at_most": kit_mib,
                     "at_most": round(adds.total / BYTES_PER_MIB + kit_mib, 1),
                 },
@@ -214,8 +210,7 @@ def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int
 def _adds_cell(adds: object) -> str:
     """`TensorFlow 1962 + CUDA wheels 2854 + tf-keras 6 + kit ≤ 120 = ≤ 4942 MiB`."""
     assert isinstance(adds, dict)
-    names = {"tensorflow": "TensorFlow", "cuda_wheels": "CUDA wheels", "tf_keras": "tf-keras"}
-    parts = [f"{names[k]} {adds[k]:.0f}" for k in names if adds[k]]
+    parts = [f"{name} {adds[key]:.0f}" for key, name in _ADDS.items() if adds[key]]
     return (
         " + ".join([*parts, f"kit ≤ {adds['kit_at_most']:g}"]) + f" = ≤ {adds['at_most']:.0f} MiB"
     )
@@ -231,7 +226,7 @@ def _dry_run_arm64(images: list[Image], options: BuildOptions) -> int:
         {
             "name": image.name,
             "platform": image.platform,
-            "base": f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}",
+            "base": f"{_registry(image, options)}/{image.base_ref}",
             "tags": image.tags(registry=options.registry),
             "buildable": capability.can,
             "why": capability.how,
@@ -269,12 +264,12 @@ class Built:
         locked = self.cuda_wheels_mib + self.tf_keras_mib + self.tensorflow_mib
         return self.image.official.variant.max_added_mib + locked
 
+    @property
+    def added_mib(self) -> float | None:
+        return self.added / BYTES_PER_MIB if self.added is not None else None
+
 
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
-
-
-def _added_mib(b: Built) -> float | None:
-    return b.added / BYTES_PER_MIB if b.added is not None else None
 
 
 def _cuda_cell(b: Built) -> str:
@@ -286,55 +281,49 @@ def _cuda_cell(b: Built) -> str:
 
 def json_rows(results: list[Built]) -> list[dict[str, object]]:
     """The final table as `--json` prints it: one object per built image."""
-    rows: list[dict[str, object]] = []
-    for b in results:
-        added = _added_mib(b)
-        rows.append(
-            {
-                "image": b.image.name,
-                "id": b.image_id,
-                "tags": b.tags,
-                "cuda_source": b.image.gap.source.value,
-                "cuda": str(b.image.gap.cuda),
-                "cudnn": str(b.image.gap.cudnn),
-                "cuda_wheels": list(b.image.gap.wheels),
-                "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
-                "tf_keras_mib": round(b.tf_keras_mib, 1),
-                "tensorflow_mib": round(b.tensorflow_mib, 1),
-                "size_mib": round(b.size / BYTES_PER_MIB, 1),
-                "added_mib": round(added, 2) if added is not None else None,
-                "budget_mib": round(b.budget_mib, 2),
-                "seconds": round(b.seconds, 1),
-            }
-        )
-    return rows
+    return [
+        {
+            "image": b.image.name,
+            "id": b.image_id,
+            "tags": b.tags,
+            "cuda_source": b.image.gap.source.value,
+            "cuda": str(b.image.gap.cuda),
+            "cudnn": str(b.image.gap.cudnn),
+            "cuda_wheels": list(b.image.gap.wheels),
+            "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
+            "tf_keras_mib": round(b.tf_keras_mib, 1),
+            "tensorflow_mib": round(b.tensorflow_mib, 1),
+            "size_mib": round(b.size / BYTES_PER_MIB, 1),
+            "added_mib": round(b.added_mib, 2) if b.added_mib is not None else None,
+            "budget_mib": round(b.budget_mib, 2),
+            "seconds": round(b.seconds, 1),
+        }
+        for b in results
+    ]
 
 
 def table_rows(results: list[Built]) -> list[list[str]]:
     """The final table's cells (TABLE_COLUMNS): tags one per line, sizes in MiB, `?` for the
     size added when the base was not there to compare."""
-    rows = []
-    for b in results:
-        added = _added_mib(b)
-        rows.append(
-            [
-                b.image.name,
-                "\n".join(b.tags),
-                _cuda_cell(b),
-                f"{mib(b.size / BYTES_PER_MIB, 1)} MiB",
-                f"{mib(added, 2)} MiB" if added is not None else "?",
-                f"{mib(b.budget_mib, 2)} MiB",
-                f"{b.seconds:.1f} s",
-            ]
-        )
-    return rows
+    return [
+        [
+            b.image.name,
+            "\n".join(b.tags),
+            _cuda_cell(b),
+            f"{mib(b.size / BYTES_PER_MIB, 1)} MiB",
+            f"{mib(b.added_mib, 2)} MiB" if b.added_mib is not None else "?",
+            f"{mib(b.budget_mib, 2)} MiB",
+            f"{b.seconds:.1f} s",
+        ]
+        for b in results
+    ]
 
 
 def over_budget(results: list[Built]) -> list[str]:
     """Images that add more to their base than their budget (Built.budget_mib)."""
     problems = []
     for b in results:
-        added = _added_mib(b)
+        added = b.added_mib
         if added is not None and added > b.budget_mib:
             parts = [
                 (b.tensorflow_mib, "of TensorFlow and its dependencies"),
@@ -372,8 +361,8 @@ def _build_one(
 ) -> Built:
     from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
-    timer = docker_engine.Timer()
-    base_ref = f"{base_registry(image.base_registry, options.base_registry)}/{image.base_ref}"
+    start = time.monotonic()
+    base_ref = f"{_registry(image, options)}/{image.base_ref}"
     base = docker_engine.local_image(client, base_ref)
     if base is None:
         log.warning(
@@ -390,7 +379,7 @@ def _build_one(
         ),
         cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
     )
-    bargs["BASE_REGISTRY"] = base_registry(image.base_registry, options.base_registry)
+    bargs["BASE_REGISTRY"] = _registry(image, options)
     if (pin := digests.pin()) is not None:
         bargs["BASE_PIN"] = pin
     first = image.tags(registry=options.registry)[0]
@@ -409,8 +398,7 @@ def _build_one(
     tags = image.tags(registry=options.registry, python=python)
     for ref in tags:
         docker_engine.tag(client, image_id, ref)
-    built = client.images.get(image_id)
-    size = int(built.attrs.get("Size", 0))
+    size = int(client.images.get(image_id).attrs.get("Size", 0))
     added = size - int(base.attrs.get("Size", 0)) if base is not None else None
     if options.push:
         for ref in tags:
@@ -421,7 +409,7 @@ def _build_one(
         tags,
         size,
         added,
-        timer.seconds,
+        time.monotonic() - start,
         ctx.cuda_wheels_mib,
         ctx.tf_keras_mib,
         ctx.tensorflow_mib,
@@ -465,8 +453,7 @@ def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: Bu
     log.info("building %d L4T image(s): %s", len(images), capability.how)
     with tempfile.TemporaryDirectory(prefix="tfgpu-l4t-") as tmp:
         for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):
-            args = buildargs(base_digest=None)
-            args["BASE_REGISTRY"] = base_registry(image.base_registry, options.base_registry)
+            args = {**buildargs(base_digest=None), "BASE_REGISTRY": _registry(image, options)}
             tags = image.tags(registry=options.registry)
             image_id = docker_engine.build(
                 client,

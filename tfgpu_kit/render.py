@@ -117,9 +117,7 @@ def stale(rendered: list[Rendered], out: Path = DOCKERFILES_DIR) -> list[str]:
     problems = []
     expected = {item.path for item in rendered}
     for folder, source in ((out, "images.yaml"), (out / JETSON, f"images/{JETSON}.yaml")):
-        for item in rendered:
-            if item.path.parent.parent != folder:
-                continue
+        for item in [item for item in rendered if item.path.parent.parent == folder]:
             where = item.path.relative_to(out.parent)
             if not item.path.exists():
                 problems.append(f"{where}: missing")
