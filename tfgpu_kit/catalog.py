@@ -89,8 +89,7 @@ class Image:
 
     @property
     def short_version(self) -> str:
-        v = Version.parse(self.tensorflow)
-        return f"{v.major}.{v.minor}"
+        return Version.parse(self.tensorflow).major_minor
 
     @property
     def official(self) -> Official:
@@ -156,9 +155,7 @@ def base_registry(spec_registry: str, override: str | None) -> str:
 def check_registry(flag: str, value: str | None) -> None:
     """UsageError unless `value` (None: not given) can prefix an image name: `R/REPO:TAG`. A
     trailing `/` is tolerated: it is stripped where the prefix is used."""
-    if value is None:
-        return
-    if not REGISTRY_PREFIX.fullmatch(value.rstrip("/")):
+    if value is not None and not REGISTRY_PREFIX.fullmatch(value.rstrip("/")):
         raise UsageError(
             f"{flag} {value!r} is not a registry: accepted: a lowercase host of letters, digits, "
             "'.' and '-', an optional :PORT, then optional /PATH components of letters and digits "
@@ -178,22 +175,14 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
     """Every image, newest TensorFlow first, variants in spec order; `cuda_source` (build.py
     --cuda-source) overrides images.yaml's for every image."""
     found: list[Image] = []
-    newest = spec.default_version
-    newest_patch: dict[str, Version] = {}
-    for offered in spec.images.versions:
-        v = Version.parse(offered.version)
-        newest_patch[v.major_minor] = max(v, newest_patch.get(v.major_minor, v))
+    offered_versions = [Version.parse(offered.version) for offered in spec.images.versions]
     reqs = {
         offered.version: cudagap.requirements(spec, offered.version, override=cuda_source)
         for offered in spec.images.versions
     }
-    slim_newest = {
-        name: _slim_newest(variant.versions)
-        for name, variant in spec.images.variants.items()
-        if variant.versions is not None
-    }
     for offered in spec.images.versions:
         version = Version.parse(offered.version)
+        same_minor = [v for v in offered_versions if v.major_minor == version.major_minor]
         for variant_name, variant in spec.images.variants.items():
             image = Image(
                 tensorflow=offered.version,
@@ -203,30 +192,24 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
                 base_repository=spec.images.base.repository,
                 base_python=spec.base_recipe(offered.version).python,
                 repository=spec.images.repository,
-                newest=offered.version == newest,
+                newest=offered.version == spec.default_version,
                 req=reqs[offered.version],
                 version_pip=tuple(offered.pip),
                 version_apt=tuple(offered.apt),
-                newest_of_minor=version == newest_patch[version.major_minor],
+                newest_of_minor=version == max(same_minor),
             )
             if variant.base is VariantBase.SLIM:
                 if offered.version not in (variant.versions or []):
                     continue
-                image = _on_slim_base(spec, image, slim_newest[variant_name])
+                image = _on_slim_base(spec, image, variant.versions or [])
             found.append(image)
     return found
 
 
-def _slim_newest(versions: list[str] | None) -> dict[str, bool]:
-    """Per listed version: whether it is the newest of the slim variant (its `latest-` tag)."""
-    listed = [Version.parse(v) for v in versions or []]
-    top = max(listed) if listed else None
-    return {str(v): v == top for v in listed}
-
-
-def _on_slim_base(spec: Spec, image: Image, newest: dict[str, bool]) -> Image:
+def _on_slim_base(spec: Spec, image: Image, versions: list[str]) -> Image:
     """`image` moved onto bases.yaml's slim base, which has no CUDA: it installs TensorFlow and
-    always the [and-cuda] wheels. The version must be one whose official base needs them."""
+    always the [and-cuda] wheels. The version must be one whose official base needs them; the
+    newest of the slim variant's `versions` gets its `latest-` tag."""
     slim = spec.bases.slim
     assert slim is not None  # spec.load checks it for a slim variant
     official = image.official.gap
@@ -242,7 +225,7 @@ def _on_slim_base(spec: Spec, image: Image, newest: dict[str, bool]) -> Image:
         base_repository=slim.repository,
         base_python=slim.python,
         req=cudagap.requirements(spec, image.tensorflow, slim=True),
-        newest=newest[image.tensorflow],
+        newest=Version.parse(image.tensorflow) == max(map(Version.parse, versions)),
         slim_tag=slim.tag,
     )
 

@@ -1,9 +1,8 @@
 """Selecting images on the command line: `2.21.0-gpu`, `2.21-gpu-jupyter`, `2.21.0` (all variants),
 `2.21` (all variants of 2.21.x), `gpu` (a variant, every version), `latest-gpu`, or a regex
-`re:^2\\.2`
-matched against the image name (`2.21.0-gpu`), or `all`. The Jetson images of images/l4t.yaml are
-selected by `l4t` or one of their tags (`2.11-l4t-r35-arm64`) only: `all`, a version or a regex
-keep selecting images.yaml's."""
+`re:^2\\.2` matched against the image name (`2.21.0-gpu`), or `all`. The Jetson images of
+images/l4t.yaml are selected by `l4t` or one of their tags (`2.11-l4t-r35-arm64`) only: `all`, a
+version or a regex keep selecting images.yaml's."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def _matches(image: Image, selector: str) -> bool:
         image.variant_name,
     }
     if image.newest:
-        names.add(f"latest-{image.variant_name}")
-        names.add("latest")
+        names |= {f"latest-{image.variant_name}", "latest"}
     return selector in names
 
 

@@ -10,7 +10,7 @@ import enum
 import re
 import tomllib
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -73,37 +73,45 @@ def control_characters(text: str) -> list[str]:
     ]
 
 
-def _check_text(data: Any, where: tuple[str, ...], problems: list[str]) -> None:
+def _text_problems(data: Any, where: tuple[str, ...] = ()) -> Iterator[str]:
     """Every string of the loaded YAML (keys too) is one line of printable text."""
     if isinstance(data, str):
         if bad := control_characters(data):
-            problems.append(
+            yield (
                 f"  {'.'.join(where) or '(top)'}: {data!r} contains {', '.join(bad)}: a spec value"
                 " must be one line of printable text (no newline, control or bidi character)"
             )
     elif isinstance(data, dict):
         for key, value in data.items():
-            _check_text(key, where, problems)
-            _check_text(value, (*where, str(key)), problems)
+            yield from _text_problems(key, where)
+            yield from _text_problems(value, (*where, str(key)))
     elif isinstance(data, list):
         for index, item in enumerate(data):
-            _check_text(item, (*where, str(index)), problems)
+            yield from _text_problems(item, (*where, str(index)))
 
 
-def _fullmatch(pattern: re.Pattern[str] | str, what: str, example: str) -> AfterValidator:
+def _matcher(
+    pattern: re.Pattern[str] | str, what: str, example: str | None = None
+) -> Callable[[str], str]:
     def check(value: str) -> str:
         if not re.fullmatch(pattern, value):
-            raise ValueError(f"expected {what} (e.g. {example}), got {value!r}")
+            expected = f"{what} (e.g. {example})" if example else what
+            raise ValueError(f"expected {expected}, got {value!r}")
         return value
 
-    return AfterValidator(check)
+    return check
 
 
-def _version_text(value: str) -> str:
-    # Version.parse strips blanks and keeps the spelling: the text itself must be bare
-    if not re.fullmatch(r"\d+(?:\.\d+){0,3}", value):
-        raise ValueError(f"expected a dotted version such as 12.5.1, got {value!r}")
-    return value
+def _fullmatch(
+    pattern: re.Pattern[str] | str, what: str, example: str | None = None
+) -> AfterValidator:
+    return AfterValidator(_matcher(pattern, what, example))
+
+
+# Version.parse strips blanks and keeps the spelling: the text itself must be bare
+_version_text = _matcher(r"\d+(?:\.\d+){0,3}", "a dotted version such as 12.5.1")
+_PACKAGE = r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[<>=!~]=?[A-Za-z0-9.*+!-]+)?"
+_APT_PACKAGE = r"[a-z0-9][a-z0-9.+-]*(?:=[A-Za-z0-9.+:~-]+)?"
 
 
 def _arch_code(kind: str) -> AfterValidator:
@@ -119,49 +127,36 @@ def _arch_code(kind: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _package_name(value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[<>=!~]=?[A-Za-z0-9.*+!-]+)?", value):
-        raise ValueError(f"expected a package name (optionally pinned, name==1.2), got {value!r}")
-    return value
+def _pin(version_ok: Callable[[str], object]) -> AfterValidator:
+    """A lowercase package pinned exactly, `name==VERSION`, VERSION as `version_ok` takes it."""
+
+    def check(value: str) -> str:
+        name, sep, version = value.partition("==")
+        if not sep or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name) or not version_ok(version):
+            raise ValueError(
+                f"expected a lowercase package pinned exactly (name==1.2.3), got {value!r}"
+            )
+        return value
+
+    return AfterValidator(check)
 
 
-def _apt_package(value: str) -> str:
-    if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]*(?:=[A-Za-z0-9.+:~-]+)?", value):
-        raise ValueError(
-            f"expected a Debian package name (optionally pinned, name=version), got {value!r}"
-        )
-    return value
-
-
-def _pinned_wheel(value: str) -> str:
-    name, sep, version = value.partition("==")
-    if not sep or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
-        raise ValueError(
-            f"expected a lowercase package pinned exactly (name==1.2.3), got {value!r}"
-        )
-    _version_text(version)
-    return value
-
-
-def _resolved_pin(value: str) -> str:
-    """A wheel of a lock's resolution: any PEP 440 version (certifi's 2026.10.19.post1)."""
-    name, sep, version = value.partition("==")
+def _pep440(version: str) -> bool:
+    # a wheel of a lock's resolution: any PEP 440 version (certifi's 2026.10.19.post1)
     try:
         PackageVersion(version)
     except InvalidVersion:
-        sep = ""
-    if not sep or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
-        raise ValueError(
-            f"expected a lowercase package pinned exactly (name==1.2.3), got {value!r}"
-        )
-    return value
+        return False
+    return True
 
 
 VersionText = Annotated[str, AfterValidator(_version_text)]
-ResolvedPin = Annotated[str, AfterValidator(_resolved_pin)]
-PinnedWheel = Annotated[str, AfterValidator(_pinned_wheel)]
-PackageName = Annotated[str, AfterValidator(_package_name)]
-AptPackage = Annotated[str, AfterValidator(_apt_package)]
+ResolvedPin = Annotated[str, _pin(_pep440)]
+PinnedWheel = Annotated[str, _pin(_version_text)]
+PackageName = Annotated[str, _fullmatch(_PACKAGE, "a package name (optionally pinned, name==1.2)")]
+AptPackage = Annotated[
+    str, _fullmatch(_APT_PACKAGE, "a Debian package name (optionally pinned, name=version)")
+]
 Registry = Annotated[
     str, _fullmatch(REGISTRY_PREFIX, "a registry host[:port][/path], lowercase", "docker.io")
 ]
@@ -310,13 +305,9 @@ class Variant(_Strict):
     jupyter: Jupyter | None = None
 
     @model_validator(mode="after")
-    def _slim_versions(self) -> Variant:
+    def _slim_versions_and_port(self) -> Variant:
         if (self.base is VariantBase.SLIM) != (self.versions is not None):
             raise ValueError("versions: a slim variant lists its versions; another lists none")
-        return self
-
-    @model_validator(mode="after")
-    def _port_in_cmd(self) -> Variant:
         if self.jupyter and not any(str(self.jupyter.port) in arg for arg in self.cmd):
             raise ValueError(f"jupyter.port {self.jupyter.port} does not appear in cmd")
         return self
@@ -335,11 +326,9 @@ class ImagesSpec(_Strict):
 
     @model_validator(mode="after")
     def _unique_versions(self) -> ImagesSpec:
-        seen: set[str] = set()
         for index, offered in enumerate(self.versions):
-            if offered.version in seen:
+            if offered.version in {earlier.version for earlier in self.versions[:index]}:
                 raise ValueError(f"versions.{index}.version: {offered.version} is listed twice")
-            seen.add(offered.version)
         return self
 
 
@@ -477,13 +466,17 @@ class Spec(BaseModel):
 
     def cuda_source(self, tensorflow: str) -> CudaSource:
         """images.yaml's cuda_source for this version: its own, else the top-level one."""
-        for offered in self.images.versions:
-            if offered.version == tensorflow and offered.cuda_source is not None:
-                return offered.cuda_source
-        return self.images.cuda_source
+        own = (o.cuda_source for o in self.images.versions if o.version == tensorflow)
+        return next((source for source in own if source is not None), self.images.cuda_source)
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+_MESSAGES = {  # pydantic's wording for these, in the spec's terms
+    "extra_forbidden": "unknown key (check the spelling; see docs/build.md for the settings)",
+    "missing": "required key is missing",
+}
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -494,23 +487,21 @@ def _location(loc: tuple[int | str, ...]) -> str:
     )
 
 
-def validate(model: type[M], data: Any, path: Path) -> M:
-    """Validate `data` read from `path`; every problem becomes one line of a SpecError."""
-    problems: list[str] = []
-    _check_text(data, (), problems)
+def _refuse(path: Path, problems: list[str]) -> None:
     if problems:
         raise SpecError(f"{path}: invalid spec\n" + "\n".join(problems))
+
+
+def validate(model: type[M], data: Any, path: Path) -> M:
+    """Validate `data` read from `path`; every problem becomes one line of a SpecError."""
+    _refuse(path, list(_text_problems(data)))
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "extra_forbidden":
-                message = "unknown key (check the spelling; see docs/build.md for the settings)"
-            elif error["type"] == "missing":
-                message = "required key is missing"
             where = f"{_location(error['loc'])}: " if error["loc"] else ""
+            message = _MESSAGES.get(error["type"], error["msg"].removeprefix("Value error, "))
             lines.append(f"  {where}{message}")
         raise SpecError(f"{path}: invalid spec\n" + "\n".join(lines)) from None
 
@@ -528,8 +519,7 @@ def load_jetson(directory: Path | None = None) -> JetsonSpec | None:
         for index, entry in enumerate(loaded.images)
         if (error := nvidia_require.go_parse_error(entry.require_cuda)) is not None
     ]
-    if problems:
-        raise SpecError(f"{path}: invalid spec\n" + "\n".join(problems))
+    _refuse(path, problems)
     return loaded
 
 
@@ -570,37 +560,32 @@ def load(directory: Path | None = None) -> Spec:
     matrix = validate(Matrix, load_yaml(matrix_path), matrix_path)
     images = validate(ImagesSpec, load_yaml(images_path), images_path)
     bases = validate(Bases, load_yaml(bases_path), bases_path)
-    problems = []
-    for index, offered in enumerate(images.versions):
-        if offered.version not in matrix.tensorflow:
-            problems.append(
-                f"  versions.{index}.version: {offered.version} is not in {matrix_path.name}"
-                f" (known: {', '.join(matrix.tensorflow)})"
-            )
+    problems = [
+        f"  versions.{index}.version: {offered.version} is not in {matrix_path.name}"
+        f" (known: {', '.join(matrix.tensorflow)})"
+        for index, offered in enumerate(images.versions)
+        if offered.version not in matrix.tensorflow
+    ]
     if images.base.repository != bases.repository:
         problems.append(
             f"  base.repository: {images.base.repository!r}: {bases_path.name} describes"
             f" {bases.repository!r}; describe your base's contents there"
         )
-    if problems:
-        raise SpecError(f"{images_path}: invalid spec\n" + "\n".join(problems))
-    for offered in images.versions:
-        if offered.version not in bases.versions:
-            problems.append(
-                f"  versions: {offered.version} (offered in {images_path.name}): {bases_path.name}"
-                " does not say what its base image ships (add it under `versions:`)"
-            )
-    for recipe_name, recipe in bases.recipes.items():
-        if recipe.cuda not in matrix.cuda:
-            problems.append(
-                f"  recipes.{recipe_name}.cuda: {recipe.cuda} has no entry under `cuda:` in"
-                f" {matrix_path.name} (its minimum driver)"
-            )
-    if problems:
-        raise SpecError(f"{bases_path}: invalid spec\n" + "\n".join(problems))
-    problems = _slim_problems(images, bases, matrix, bases_path)
-    if problems:
-        raise SpecError(f"{images_path}: invalid spec\n" + "\n".join(problems))
+    _refuse(images_path, problems)
+    problems = [
+        f"  versions: {offered.version} (offered in {images_path.name}): {bases_path.name}"
+        " does not say what its base image ships (add it under `versions:`)"
+        for offered in images.versions
+        if offered.version not in bases.versions
+    ]
+    problems += [
+        f"  recipes.{recipe_name}.cuda: {recipe.cuda} has no entry under `cuda:` in"
+        f" {matrix_path.name} (its minimum driver)"
+        for recipe_name, recipe in bases.recipes.items()
+        if recipe.cuda not in matrix.cuda
+    ]
+    _refuse(bases_path, problems)
+    _refuse(images_path, _slim_problems(images, bases, matrix, bases_path))
     jetson = load_jetson(directory)
     return Spec(matrix=matrix, images=images, bases=bases, directory=directory, jetson=jetson)
 
@@ -609,9 +594,8 @@ def load(directory: Path | None = None) -> Spec:
 
 
 def python_satisfies(python: str, requirement: str) -> bool:
-    """Whether Python `python` (`3.8`, i.e. 3.8.0 as PEP 440 compares it) is in `requirement`, a
-    PEP 440 specifier set (`>=3.9`, `>=3.9,<3.14`, `!=3.10.*`, `~=3.9`). Raises ValueError when
-    `requirement` is not one (packaging's InvalidSpecifier is a ValueError)."""
+    """Whether Python `python` (`3.8` is 3.8.0 to PEP 440) is in the PEP 440 specifier set
+    `requirement` (`>=3.9,<3.14`, `!=3.10.*`, `~=3.9`); ValueError (InvalidSpecifier) if not one."""
     return SpecifierSet(requirement).contains(python, prereleases=True)
 
 

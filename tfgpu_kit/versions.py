@@ -51,8 +51,7 @@ class Version:
 
 def parse_driver(text: str, *, flag: str = "--driver") -> Version:
     """A Linux driver version as `nvidia-smi` prints it; a bare branch (`535`) is accepted and
-    means the
-    lowest driver of that branch (so verdicts stay conservative)."""
+    means the lowest driver of that branch (so verdicts stay conservative)."""
     if text is None or not text.strip():
         raise UsageError(
             f"{flag}: empty driver version",

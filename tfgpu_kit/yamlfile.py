@@ -47,11 +47,8 @@ def load_documents(
 ) -> list[Any]:
     """Every non-empty document of a (multi-document) YAML file. `unreadable` is the error for a
     file that cannot be read at all (default: `error`)."""
-    return [
-        doc
-        for doc in _load(Path(path), error, single=False, unreadable=unreadable)
-        if doc is not None
-    ]
+    docs = _load(Path(path), error, single=False, unreadable=unreadable)
+    return [doc for doc in docs if doc is not None]
 
 
 def load_text(text: str) -> list[Any]:
