@@ -41,25 +41,20 @@ class ArchCoverage(enum.StrEnum):
 
 def arch_coverage(build: TensorFlowBuild, arch: Arch) -> ArchCoverage:
     """How the build covers `arch`: SASS for the same major at or below its minor, else PTX at or
-    below
-    it (JIT), else not at all."""
+    below it (JIT), else not at all."""
     if build.arches is None:
         return ArchCoverage.UNKNOWN
-    for code in build.arches.sass:
-        _, sass = parse_arch_code(code)
-        if sass.major == arch.major and sass.minor <= arch.minor:
-            return ArchCoverage.SASS
-    for code in build.arches.ptx:
-        _, ptx = parse_arch_code(code)
-        if ptx <= arch:
-            return ArchCoverage.PTX
+    sass = (parse_arch_code(code)[1] for code in build.arches.sass)
+    if any(code.major == arch.major and code.minor <= arch.minor for code in sass):
+        return ArchCoverage.SASS
+    if any(parse_arch_code(code)[1] <= arch for code in build.arches.ptx):
+        return ArchCoverage.PTX
     return ArchCoverage.NONE
 
 
 @dataclass
 class Assessment:
-    """The verdict for one TensorFlow version on one driver (and optionally one GPU
-    architecture)."""
+    """The verdict for one TensorFlow version on one driver (and optionally one GPU arch)."""
 
     tensorflow: str
     req: Requirements
@@ -93,11 +88,6 @@ class Assessment:
         }
 
 
-def _forward_compat_possible(spec: Spec, driver: Version, cuda: Version) -> bool:
-    entry = spec.matrix.forward_compat.get(str(driver.major))
-    return entry is not None and cuda >= Version.parse(entry.from_cuda)
-
-
 def _driver_verdict(req: Requirements, driver: Version) -> Verdict:
     if driver >= req.driver_min:
         return Verdict.NATIVE
@@ -112,18 +102,15 @@ def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> As
     verdict = _driver_verdict(req, driver)
     result = Assessment(tf, req, driver, verdict, arch=arch)
     cuda = req.cuda
-    if verdict is Verdict.NATIVE:
-        result.reasons.append(f"driver {driver} >= {req.driver_min}, the minimum for CUDA {cuda}")
-    elif verdict is Verdict.MINOR_COMPAT:
-        result.reasons.append(
-            f"driver {driver} < CUDA {cuda} minimum {req.driver_min}, >= CUDA {cuda.major}.x floor"
-            f" {req.compat_floor}: minor-version compatibility (no newer-driver features)"
-        )
-    else:
-        result.reasons.append(
-            f"driver {driver} < CUDA {cuda.major}.x floor {req.compat_floor} (CUDA {cuda} needs"
-            f" {req.driver_min}, natively)"
-        )
+    why = {
+        Verdict.NATIVE: f"driver {driver} >= {req.driver_min}, the minimum for CUDA {cuda}",
+        Verdict.MINOR_COMPAT: f"driver {driver} < CUDA {cuda} minimum {req.driver_min}, >= CUDA"
+        f" {cuda.major}.x floor {req.compat_floor}: minor-version compatibility (no newer-driver"
+        " features)",
+        Verdict.NO: f"driver {driver} < CUDA {cuda.major}.x floor {req.compat_floor} (CUDA {cuda}"
+        f" needs {req.driver_min}, natively)",
+    }
+    result.reasons.append(why[verdict])
     if arch is not None:
         result.coverage = arch_coverage(build, arch)
         if result.coverage is ArchCoverage.NONE:
@@ -142,9 +129,11 @@ def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> As
             )
         elif result.coverage is ArchCoverage.PTX:
             result.reasons.append(f"{arch} runs through PTX JIT (slower first start)")
+    forward = spec.matrix.forward_compat.get(str(driver.major))
     if (
         not result.verdict.runs
-        and _forward_compat_possible(spec, driver, cuda)
+        and forward is not None
+        and cuda >= Version.parse(forward.from_cuda)
         and result.coverage is not ArchCoverage.NONE
     ):
         result.verdict = Verdict.FORWARD_COMPAT
@@ -162,24 +151,23 @@ def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> As
     return result
 
 
-def _runnable(spec: Spec, driver: Version, arch: Arch | None) -> dict[Version, ArchCoverage | None]:
-    """TensorFlow versions whose CUDA this driver runs (natively or by minor compatibility) and
-    whose kernels are not known to fail on `arch`, with their coverage of it (None: no arch)."""
-    found: dict[Version, ArchCoverage | None] = {}
-    for tf in spec.matrix.tensorflow:
-        req = requirements(spec, tf)
-        verdict = _driver_verdict(req, driver)
-        if not verdict.runs:
-            continue
-        coverage = None
-        if arch is not None:
-            coverage = arch_coverage(spec.matrix.tensorflow[tf], arch)
-            if coverage is ArchCoverage.NONE:
-                continue
-            if coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT:
-                continue
-        found[Version.parse(tf)] = coverage
-    return found
+def _newest(
+    spec: Spec, driver: Version, arch: Arch | None
+) -> tuple[Version | None, Version | None]:
+    """The newest TensorFlow this driver runs (natively or by minor compatibility) whose kernels are
+    not known to fail on `arch`: (one whose coverage of `arch` is known, or any without `arch`; one
+    whose coverage of `arch` is unknown)."""
+    known: list[Version] = []
+    unknown: list[Version] = []
+    for tf, build in spec.matrix.tensorflow.items():
+        verdict = _driver_verdict(requirements(spec, tf), driver)
+        coverage = arch_coverage(build, arch) if arch is not None else None
+        fails = coverage is ArchCoverage.NONE or (
+            coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT
+        )
+        if verdict.runs and not fails:
+            (unknown if coverage is ArchCoverage.UNKNOWN else known).append(Version.parse(tf))
+    return max(known, default=None), max(unknown, default=None)
 
 
 def newest_runnable(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
@@ -187,10 +175,8 @@ def newest_runnable(spec: Spec, driver: Version, arch: Arch | None) -> str | Non
 
     With `arch`, only versions whose SASS/PTX coverage of it is known to work count: one whose
     architectures are unknown (`arches: null`) is not recommended (see `newest_unassessed`)."""
-    known = [
-        v for v, cov in _runnable(spec, driver, arch).items() if cov is not ArchCoverage.UNKNOWN
-    ]
-    return str(max(known)) if known else None
+    newest, _ = _newest(spec, driver, arch)
+    return str(newest) if newest is not None else None
 
 
 def newest_unassessed(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
@@ -198,9 +184,7 @@ def newest_unassessed(spec: Spec, driver: Version, arch: Arch | None) -> str | N
     it is newer than `newest_runnable` (else None: nothing newer is left unsaid)."""
     if arch is None:
         return None
-    runnable = _runnable(spec, driver, arch)
-    unknown = [v for v, cov in runnable.items() if cov is ArchCoverage.UNKNOWN]
-    known = [v for v, cov in runnable.items() if cov is not ArchCoverage.UNKNOWN]
-    if not unknown or (known and max(known) > max(unknown)):
+    known, unknown = _newest(spec, driver, arch)
+    if unknown is None or (known is not None and known > unknown):
         return None
-    return str(max(unknown))
+    return str(unknown)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tfgpu import libs
 
 from tfgpu_kit.errors import SpecError
-from tfgpu_kit.spec import CudaSource, Spec, TensorFlowBuild
+from tfgpu_kit.spec import CudaSource, Spec
 from tfgpu_kit.versions import Version
 
 
@@ -47,19 +47,9 @@ class Component:
 
 
 def fits(needed: Version, has: Version) -> bool:
-    """Does the CUDA runtime or cuDNN a base has fit what its TensorFlow was built with? The
-    runtime's rule, the one TensorFlow applies (tfgpu.libs.fits): the same major, a minor not
-    lower."""
+    """Does the CUDA runtime or cuDNN a base has fit what its TensorFlow was built with? The rule
+    TensorFlow applies (the runtime's tfgpu.libs.fits): the same major, a minor not lower."""
     return libs.fits((has.major, has.minor), (needed.major, needed.minor))
-
-
-def wheel_version(pins: list[str], prefix: str) -> Version | None:
-    """The version pinned for the first wheel whose name starts with `prefix`."""
-    for pin in pins:
-        name, _, version = pin.partition("==")
-        if name.startswith(prefix):
-            return Version.parse(version)
-    return None
 
 
 @dataclass(frozen=True)
@@ -144,43 +134,29 @@ def assess(
     or asked for but TensorFlow has no `[and-cuda]` extra to take them from."""
     build = spec.matrix.tensorflow[tensorflow]
     needed_cuda, needed_cudnn = Version.parse(build.cuda), Version.parse(build.cudnn)
-    if slim:
-        recipe_name = SLIM_RECIPE
-        components = (
-            Component("CUDA", needed_cuda, None, False),
-            Component("cuDNN", needed_cudnn, None, False),
+    base_cuda = base_cudnn = None
+    recipe_name = SLIM_RECIPE
+    if not slim:
+        recipe_name = spec.bases.versions[tensorflow].recipe
+        recipe = spec.bases.recipes[recipe_name]
+        base_cuda, base_cudnn = Version.parse(recipe.cuda), Version.parse(recipe.cudnn)
+    components = tuple(
+        Component(name, needed, has, has is not None and fits(needed, has))
+        for name, needed, has in (
+            ("CUDA", needed_cuda, base_cuda),
+            ("cuDNN", needed_cudnn, base_cudnn),
         )
-        return _with_wheels(build, tensorflow, recipe_name, components, CudaSource.WHEELS)
-    recipe_name = spec.bases.versions[tensorflow].recipe
-    recipe = spec.bases.recipes[recipe_name]
-    base_cuda, base_cudnn = Version.parse(recipe.cuda), Version.parse(recipe.cudnn)
-    components = (
-        Component("CUDA", needed_cuda, base_cuda, fits(needed_cuda, base_cuda)),
-        Component("cuDNN", needed_cudnn, base_cudnn, fits(needed_cudnn, base_cudnn)),
     )
-    setting = override or spec.cuda_source(tensorflow)
+    setting = CudaSource.WHEELS if slim else override or spec.cuda_source(tensorflow)
     base_enough = all(c.ok for c in components)
+    source = setting
     if setting is CudaSource.AUTO:
         source = CudaSource.BASE if base_enough else CudaSource.WHEELS
-    else:
-        source = setting
-    if source is CudaSource.BASE:
+    if source is CudaSource.BASE and base_cuda is not None and base_cudnn is not None:
         return Gap(tensorflow, recipe_name, components, setting, source, (), base_cuda, base_cudnn)
-    return _with_wheels(build, tensorflow, recipe_name, components, setting)
-
-
-def _with_wheels(
-    build: TensorFlowBuild,
-    tensorflow: str,
-    recipe_name: str,
-    components: tuple[Component, ...],
-    setting: CudaSource,
-) -> Gap:
-    """The Gap of an image that installs TensorFlow's [and-cuda] wheels."""
-    pins = list(build.and_cuda)
-    cudnn_wheel = wheel_version(pins, "nvidia-cudnn-")
-    if not pins or cudnn_wheel is None:
-        base_enough = all(c.ok for c in components)
+    pins = tuple(build.and_cuda)
+    cudnn_pin = next((pin for pin in pins if pin.startswith("nvidia-cudnn-")), None)
+    if cudnn_pin is None:
         why = "cuda_source is wheels" if base_enough else "its base lacks CUDA libraries"
         raise SpecError(
             f"TensorFlow {tensorflow}: {why}, but matrix.yaml lists no [and-cuda] wheels for it"
@@ -188,16 +164,10 @@ def _with_wheels(
             hint="TensorFlow before 2.14 has no [and-cuda] extra: use cuda_source: base",
         )
     # major.minor.patch of the wheel's version (9.3.0.75 -> 9.3.0)
+    cudnn_wheel = Version.parse(cudnn_pin.partition("==")[2])
     cudnn = Version.parse(".".join(str(p) for p in (*cudnn_wheel.parts, 0, 0)[:3]))
     return Gap(
-        tensorflow,
-        recipe_name,
-        components,
-        setting,
-        CudaSource.WHEELS,
-        tuple(pins),
-        Version.parse(build.cuda),
-        cudnn,
+        tensorflow, recipe_name, components, setting, CudaSource.WHEELS, pins, needed_cuda, cudnn
     )
 
 
@@ -250,8 +220,7 @@ def requirements(
     base_require = None  # the slim base has no cuda-compat package: no brand= alternatives
     if gap is not None and not slim:
         recipe = spec.base_recipe(tf)
-        compat = Version.parse(recipe.cuda_compat) if recipe.cuda_compat else None
-        if compat is not None and compat.major == cuda.major:
+        if recipe.cuda_compat and Version.parse(recipe.cuda_compat).major == cuda.major:
             base_require = recipe.env["NVIDIA_REQUIRE_CUDA"]
     return Requirements(
         tensorflow=tf,

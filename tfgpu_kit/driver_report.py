@@ -20,27 +20,25 @@ def resolve_versions(spec: specs.Spec, wanted: list[str]) -> list[tuple[str, str
     """(what was asked, the matrix entry that answers) for each --tf: an entry (2.21.0), a
     minor (2.21: its newest entry) or a later patch release the matrix lists (2.14.1: its
     minor's entry, whose build answers for it)."""
-    offered = [v.version for v in spec.images.versions]
     if not wanted:
-        return [(v, v) for v in offered]
+        return [(v.version, v.version) for v in spec.images.versions]
     known = list(spec.matrix.tensorflow)
     patches = {p: tf for tf, build in spec.matrix.tensorflow.items() for p in build.patches}
     found = []
     for text in wanted:
+        below = [Version.parse(v) for v in known if v.startswith(text + ".")]
         if text in known:
             found.append((text, text))
         elif text in patches:
             found.append((text, patches[text]))
-        elif text.count(".") == 1 and (
-            same_minor := [v for v in known if v.startswith(text + ".")]
-        ):
-            found.append((text, str(max(Version.parse(v) for v in same_minor))))
-        elif broader := [v for v in known if v.startswith(text + ".")]:
+        elif text.count(".") == 1 and below:
+            found.append((text, str(max(below))))
+        elif below:
             # `2` is every 2.x: answering for the newest would be a guess, not what was asked
             raise UsageError(
-                f"--tf {text!r} is ambiguous: it matches {', '.join(broader)}; accepted: a "
+                f"--tf {text!r} is ambiguous: it matches {', '.join(map(str, below))}; accepted: a "
                 "version (2.21.0) or a minor (2.21, its newest); example: --tf "
-                f"{max(Version.parse(v) for v in broader).major_minor}"
+                f"{max(below).major_minor}"
             )
         else:
             raise UsageError(
@@ -65,8 +63,7 @@ def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
     local = local_driver.local_driver()
     log.info("local driver %s (NVML)", local.driver_version)
     if arch is None and local.gpus:
-        archs = {gpu.compute_capability for gpu in local.gpus}
-        if len(archs) > 1:
+        if len({gpu.compute_capability for gpu in local.gpus}) > 1:
             log.warning("GPUs of several architectures: judging GPU 0 only; use --gpu-arch")
         gpu = local.gpus[0]
         if gpu.compute_capability is None:
@@ -88,57 +85,6 @@ def _alternatives(r: rules.Assessment) -> str:
             " (its SASS/PTX architectures are unknown)"
         )
     return text
-
-
-def _print_json(
-    results: list[rules.Assessment],
-    driver: Version,
-    arch: Arch | None,
-    requested: dict[str, str],
-    notes: dict[str, str],
-) -> None:
-    print_json(
-        {
-            "driver": str(driver),
-            "gpu_arch": str(arch) if arch else None,
-            "results": [
-                {
-                    **r.as_json(),
-                    "requested": requested.get(r.tensorflow, r.tensorflow),
-                    "note": notes.get(r.tensorflow),
-                }
-                for r in results
-            ],
-        }
-    )
-
-
-def _print_table(
-    results: list[rules.Assessment], driver: Version, arch: Arch | None, requested: dict[str, str]
-) -> None:
-    table(
-        f"driver {driver}" + (f", GPU {arch}" if arch else ""),
-        ["TensorFlow", "CUDA", "verdict", "why"],
-        [
-            [
-                f"{requested[r.tensorflow]} (as {r.tensorflow})"
-                if r.tensorflow in requested
-                else r.tensorflow,
-                str(r.req.cuda),
-                r.verdict.value,
-                "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
-            ]
-            for r in results
-        ],
-    )
-    for r in results:
-        if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
-            log.warning(
-                "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
-                r.tensorflow,
-                driver,
-                f" and {arch}" if arch else "",
-            )
 
 
 def report(
@@ -164,9 +110,44 @@ def report(
         driver, arch = _local(arch)
     results = [rules.assess(spec, tf, driver, arch) for tf in versions]
     if as_json:
-        _print_json(results, driver, arch, requested, notes)
+        print_json(
+            {
+                "driver": str(driver),
+                "gpu_arch": str(arch) if arch else None,
+                "results": [
+                    {
+                        **r.as_json(),
+                        "requested": requested.get(r.tensorflow, r.tensorflow),
+                        "note": notes.get(r.tensorflow),
+                    }
+                    for r in results
+                ],
+            }
+        )
     else:
-        _print_table(results, driver, arch, requested)
+        table(
+            f"driver {driver}" + (f", GPU {arch}" if arch else ""),
+            ["TensorFlow", "CUDA", "verdict", "why"],
+            [
+                [
+                    f"{requested[r.tensorflow]} (as {r.tensorflow})"
+                    if r.tensorflow in requested
+                    else r.tensorflow,
+                    str(r.req.cuda),
+                    r.verdict.value,
+                    "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
+                ]
+                for r in results
+            ],
+        )
+        for r in results:
+            if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
+                log.warning(
+                    "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
+                    r.tensorflow,
+                    driver,
+                    f" and {arch}" if arch else "",
+                )
     bad = [r for r in results if not r.verdict.runs]
     if bad:
         log.error(

@@ -76,7 +76,5 @@ def gpu_memory(missing_flags: Sequence[str]) -> tuple[dict[str, float] | None, s
             f"({report.failed_call}: {report.failure})",
             hint=f"pass {' and '.join(missing_flags)} so that plan does not read NVML",
         )
-    found: dict[str, float] = {}
-    for gpu in report.gpus:
-        found[str(gpu.index)] = found[gpu.uuid] = gpu.total_mib
+    found = {key: gpu.total_mib for gpu in report.gpus for key in (str(gpu.index), gpu.uuid)}
     return found, None

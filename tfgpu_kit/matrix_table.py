@@ -15,11 +15,10 @@ def rows(spec: specs.Spec) -> list[dict[str, object]]:
     result: list[dict[str, object]] = []
     for tf, build in spec.matrix.tensorflow.items():
         req = rules.requirements(spec, tf)
-        gap = req.gap.as_json() if req.gap else None
+        gap = None
         if req.gap is not None:
-            sized = wheel_locks.size(lock, req.gap.wheels)
-            assert gap is not None
-            gap["wheels_mib"] = round(sized.mib, 1) if sized.mib is not None else None
+            gap = req.gap.as_json()
+            gap["wheels_mib"] = _mib(lock, req.gap.wheels)
         result.append(
             {
                 "tensorflow": tf,
@@ -39,17 +38,17 @@ def rows(spec: specs.Spec) -> list[dict[str, object]]:
                 "nvidia_require_cuda": req.require_cuda,
                 "base": gap,
                 # Keras 2 the image carries beside Keras 3 (TF_USE_LEGACY_KERAS=1), from the lock
-                "tf_keras": _tf_keras(lock, req.tf_keras),
+                "tf_keras": {"pin": req.tf_keras, "mib": _mib(lock, [req.tf_keras])}
+                if req.tf_keras is not None
+                else None,
             }
         )
     return result
 
 
-def _tf_keras(lock: wheel_locks.Lock, pin: str | None) -> dict[str, object] | None:
-    if pin is None:
-        return None
-    mib = wheel_locks.size(lock, [pin]).mib
-    return {"pin": pin, "mib": round(mib, 1) if mib is not None else None}
+def _mib(lock: wheel_locks.Lock, pins: tuple[str, ...] | list[str]) -> float | None:
+    mib = wheel_locks.size(lock, pins).mib
+    return round(mib, 1) if mib is not None else None
 
 
 def _adds(row: dict[str, object]) -> str:

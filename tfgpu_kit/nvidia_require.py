@@ -30,17 +30,8 @@ GoSemver = Literal["x/mod", "masterminds"]
 "masterminds" = Masterminds/semver v3.5.0 NewVersion (main since 36e84731, unreleased)."""
 
 _OP_CHARS = "<>=!"  # factory.go splits a factor at the first of these
-
-
-def _strspn(text: str, start: int, accept: str) -> int:
-    end = start
-    while end < len(text) and text[end] in accept:
-        end += 1
-    return end - start
-
-
-# unicode.IsSpace, used by strings.TrimSpace
-_GO_SPACE = frozenset(
+# unicode.IsSpace, used by strings.TrimSpace (str.strip drops these from both ends)
+_GO_SPACE = (
     "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000"
 )
@@ -51,58 +42,14 @@ MASTERMINDS_LOOSE = re.compile(
     r"(-([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?"
     r"(\+([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?"
 )
-_IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-
-
-def _go_trim_space(text: str) -> str:
-    start, end = 0, len(text)
-    while start < end and text[start] in _GO_SPACE:
-        start += 1
-    while end > start and text[end - 1] in _GO_SPACE:
-        end -= 1
-    return text[start:end]
-
-
-def _xmod_valid(v: str) -> bool:
-    """golang.org/x/mod/semver IsValid (parse): vMAJOR[.MINOR[.PATCH[-PRE][+BUILD]]], no leading
-    zeros, prerelease/build only after PATCH."""
-    if not v.startswith("v"):
-        return False
-    rest = v[1:]
-    numbers = 0
-    while True:
-        digits = _strspn(rest, 0, "0123456789")
-        if digits == 0 or (rest[0] == "0" and digits > 1):
-            return False
-        rest = rest[digits:]
-        numbers += 1
-        if not rest:
-            return True
-        if numbers == 3:
-            break
-        if rest[0] != ".":
-            return False
-        rest = rest[1:]
-    if rest.startswith("-"):
-        end = rest.find("+")
-        pre = rest[1:] if end < 0 else rest[1:end]
-        if not _idents_ok(pre, numeric_leading_zero_ok=False):
-            return False
-        rest = "" if end < 0 else rest[end:]
-    if rest.startswith("+"):
-        if not _idents_ok(rest[1:], numeric_leading_zero_ok=True):
-            return False
-        rest = ""
-    return not rest
-
-
-def _idents_ok(text: str, *, numeric_leading_zero_ok: bool) -> bool:
-    for ident in text.split("."):
-        if not ident or any(c not in _IDENT for c in ident):
-            return False
-        if not numeric_leading_zero_ok and ident.isdigit() and len(ident) > 1 and ident[0] == "0":
-            return False
-    return True
+# golang.org/x/mod/semver IsValid (parse): vMAJOR[.MINOR[.PATCH[-PRE][+BUILD]]], no leading zeros
+# (numeric prerelease identifiers included), prerelease/build only after PATCH
+_XMOD_NUMBER = "(0|[1-9][0-9]*)"
+_XMOD_PRE = "(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_XMOD_VALID = re.compile(
+    rf"v{_XMOD_NUMBER}(\.{_XMOD_NUMBER}(\.{_XMOD_NUMBER}"
+    rf"(-{_XMOD_PRE}(\.{_XMOD_PRE})*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?)?)?"
+)
 
 
 def _masterminds_problem(v: str) -> str | None:
@@ -112,18 +59,17 @@ def _masterminds_problem(v: str) -> str | None:
     m = MASTERMINDS_LOOSE.fullmatch(v)
     if m is None:
         return "invalid semantic version"
-    for group in (m.group(1), m.group(2), m.group(3)):
-        if group and int(group.lstrip(".")) > 2**64 - 1:
-            segment = group.lstrip(".")
+    for segment in (group.lstrip(".") for group in m.group(1, 2, 3) if group):
+        if int(segment) > 2**64 - 1:
             return (
                 "error parsing version segment: strconv.ParseUint: "
                 f'parsing "{segment}": value out of range'
             )
     pre, meta = m.group(5), m.group(8)
-    if pre:
-        for ident in pre.split("."):
-            if ident.isdigit() and len(ident) > 1 and ident[0] == "0":
-                return "version segment starts with 0"
+    if pre and any(
+        ident.isdigit() and len(ident) > 1 and ident[0] == "0" for ident in pre.split(".")
+    ):
+        return "version segment starts with 0"
     if meta and any(not p for p in meta.split(".")):
         return "invalid metadata string"
     return None
@@ -132,7 +78,8 @@ def _masterminds_problem(v: str) -> str | None:
 def go_version_problem(value: str, semver: GoSemver) -> str | None:
     """Why the Go parser `semver` refuses `value` as a version, or None when it parses."""
     if semver == "x/mod":
-        return None if _xmod_valid("v" + value.removeprefix("v")) else "invalid version string"
+        valid = _XMOD_VALID.fullmatch("v" + value.removeprefix("v"))
+        return None if valid else "invalid version string"
     return _masterminds_problem(value)
 
 
@@ -141,22 +88,20 @@ def go_parse_error(expr: str, *, semver: GoSemver = "x/mod") -> str | None:
     when it builds (factory.go): space = OR, comma = AND, blank factors skipped, a factor without
     an operator character is an error, a key other than exactly `cuda`, `arch`, `driver`, `brand`
     is skipped, and every `cuda`/`arch`/`driver` value must parse as a version."""
-    if not _go_trim_space(expr):
+    if not expr.strip(_GO_SPACE):
         return None
     for term in expr.split(" "):
         for factor in term.split(","):
-            if not _go_trim_space(factor):
+            if not factor.strip(_GO_SPACE):
                 continue
             end = next((k for k, c in enumerate(factor) if c in _OP_CHARS), -1)
             if end < 0:
                 return f"invalid constraint: {factor}"
             key, condition = factor[:end], factor[end:]
-            if key not in (*_GO_VERSION_KEYS, "brand"):
-                continue  # "Skipping unsupported constraint"
+            if key not in _GO_VERSION_KEYS:
+                continue  # brand validates nothing; others: "Skipping unsupported constraint"
             op = next((o for o in _GO_OPERATORS if condition.startswith(o)), "")
             value = condition[len(op) :]
-            if key == "brand":
-                continue  # string properties validate nothing
             problem = go_version_problem(value, semver)
             if problem is not None:
                 if semver == "x/mod":

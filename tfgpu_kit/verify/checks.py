@@ -85,9 +85,7 @@ def _major(text: object) -> int | None:
         return None
 
 
-def _library_problem(
-    lib: LibraryInfo, tf: str, build_cuda: str, build_cudnn: str, *, all_loaded: bool = False
-) -> str:
+def _library_problem(lib: LibraryInfo, tf: str, build: TensorFlowBuild, all_loaded: bool) -> str:
     """What is wrong with one library; `all_loaded`: every library TensorFlow needs loads."""
     name = str(lib.get("name", "?"))
     soname = str(lib.get("soname", name))
@@ -98,16 +96,11 @@ def _library_problem(
         # registers the GPU and fails every cuDNN op
         level = libs.cudnn_ops_verdict(name, lib.get("version"), tf) if all_loaded else None
         return f"{level}: {found}" if level else found
-    if name == "cudnn":
-        lack = f"the image lacks cuDNN {_major(build_cudnn)} that TensorFlow {tf} was built for"
-    elif name == "cudart":
-        lack = (
-            f"the image lacks the CUDA {_major(build_cuda)} runtime that TensorFlow {tf} was"
-            " built for"
-        )
-    else:
-        lack = f"the image lacks {name} of CUDA {_major(build_cuda)} that TensorFlow {tf} needs"
-    return f"{soname} cannot be loaded: {lack}{error}"
+    lack = {
+        "cudnn": f"cuDNN {_major(build.cudnn)} that TensorFlow {tf} was built for",
+        "cudart": f"the CUDA {_major(build.cuda)} runtime that TensorFlow {tf} was built for",
+    }.get(name, f"{name} of CUDA {_major(build.cuda)} that TensorFlow {tf} needs")
+    return f"{soname} cannot be loaded: the image lacks {lack}{error}"
 
 
 def _identity(spec: Spec, observed: Observed) -> tuple[str | None, list[Check]]:
@@ -123,9 +116,8 @@ def _identity(spec: Spec, observed: Observed) -> tuple[str | None, list[Check]]:
         return None, [Check("image", False, f"TensorFlow {tf} is not in images/matrix.yaml")]
     if observed.kit_image:
         return tf, []
-    return tf, [
-        Check("image", True, "not built by this kit: its TensorFlow, libraries and GPU checked")
-    ]
+    note = "not built by this kit: its TensorFlow, libraries and GPU checked"
+    return tf, [Check("image", True, note)]
 
 
 def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
@@ -140,29 +132,17 @@ def _label_checks(spec: Spec, tf: str, observed: Observed) -> list[Check]:
     slim = known is not None and known.base is VariantBase.SLIM
     # cuda_source does not apply on the slim base (always the wheels)
     req = cudagap.requirements(spec, tf, override=None if slim else override, slim=slim)
-    checks = []
-    for key, want in expected_labels(req, variant).items():
-        have = observed.labels.get(key)
-        checks.append(Check(f"label {key}", have == want, f"{have!r}, expected {want!r}"))
     env = expected_env(req)
     if slim and spec.bases.slim is not None:
         # the slim base has no NVIDIA_* of its own: without them the NVIDIA runtime gives no GPU
         env.update(spec.bases.slim.nvidia_env)
-    for key, want in env.items():
-        have = observed.env.get(key)
-        checks.append(Check(f"env {key}", have == want, f"{have!r}, expected {want!r}"))
-    return checks
-
-
-def _build_checks(
-    spec: Spec, tf: str, report: CheckReport, tensorflow: TensorFlowInfo
-) -> list[Check]:
-    """The image's Python, TensorFlow build and CUDA libraries against the matrix's entry."""
-    build = spec.matrix.tensorflow[tf]
     return [
-        _python_check(tf, build.python, str(report.get("python", "?"))),
-        *_tensorflow_checks(tf, build, tensorflow),
-        *_library_checks(tf, build, tensorflow, report.get("libraries") or []),
+        Check(f"{kind} {key}", have.get(key) == want, f"{have.get(key)!r}, expected {want!r}")
+        for kind, wanted, have in (
+            ("label", expected_labels(req, variant), observed.labels),
+            ("env", env, observed.env),
+        )
+        for key, want in wanted.items()
     ]
 
 
@@ -214,7 +194,7 @@ def _library_checks(
         detail = (
             f"{lib.get('path')} ({lib.get('version') or 'loaded'})"
             if ok
-            else _library_problem(lib, tf, build.cuda, build.cudnn, all_loaded=all_loaded)
+            else _library_problem(lib, tf, build, all_loaded)
         )
         checks.append(Check(f"library {lib.get('soname', lib.get('name'))}", ok, detail))
     return checks
@@ -239,10 +219,15 @@ def compare(spec: Spec, observed: Observed) -> list[Check]:
         why = tensorflow.get("error") if tensorflow else "the report has no tensorflow section"
         checks.append(Check("tensorflow import", False, f"TensorFlow cannot be imported: {why}"))
         return [*checks, _self_check(report)]
-    checks += _build_checks(spec, tf, report, tensorflow)
+    # the image's Python, TensorFlow build and CUDA libraries against the matrix's entry
+    build = spec.matrix.tensorflow[tf]
+    checks += [
+        _python_check(tf, build.python, str(report.get("python", "?"))),
+        *_tensorflow_checks(tf, build, tensorflow),
+        *_library_checks(tf, build, tensorflow, report.get("libraries") or []),
+    ]
     if observed.kit_image:
-        checks.append(_hook(report))
-        checks.append(_applied(report))
+        checks += [_hook(report), _applied(report)]
     checks.append(_self_check(report))
     return checks + _gpu_check(observed.gpu)
 
@@ -291,11 +276,8 @@ def _applied(report: CheckReport) -> Check:
         return Check("settings applied", False, f"the report has no applied section: {applied!r}")
     if applied.get("ok") is True:
         return Check("settings applied", True, "TensorFlow accepted the image's settings")
-    return Check(
-        "settings applied",
-        False,
-        f"applying the settings in TensorFlow failed: {applied.get('error')}",
-    )
+    error = applied.get("error")
+    return Check("settings applied", False, f"applying the settings in TensorFlow failed: {error}")
 
 
 def failures(checks: list[Check]) -> list[Check]:

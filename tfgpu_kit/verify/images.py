@@ -45,9 +45,8 @@ def _size_budget(
     images_lock: wheel_locks.ImageLock,
 ) -> list[Check]:
     """What the built image adds to its base (the engine's sizes, the image's read by `collect`)
-    against its budget: the locked parts plus the variant's budget for the kit. Nothing to check,
-    and a warning that says so, when the base it names is not in the engine (pulled or built
-    elsewhere)."""
+    against its budget: the locked parts plus the variant's budget for the kit; nothing when the
+    base it names is not in the engine (pulled or built elsewhere)."""
     import docker.errors  # here: the Docker SDK costs every build.py command 45-90 ms to import
 
     base = observed.labels.get("org.opencontainers.image.base.name", "")
@@ -90,9 +89,7 @@ def verify_images(
                 ["check", "", "detail"],
                 [[c.name, "ok" if c.ok else "FAIL", c.detail] for c in checks],
             )
-    failed = False
-    for ref, checks in results.items():
-        for check in failures(checks):
-            failed = True
-            log.error("%s: %s: %s", ref, check.name, check.detail)
+    failed = [(ref, check) for ref, checks in results.items() for check in failures(checks)]
+    for ref, check in failed:
+        log.error("%s: %s: %s", ref, check.name, check.detail)
     return EXIT_FAILED if failed else 0
