@@ -13,12 +13,15 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 import pytest
+from rich.logging import RichHandler
 
 ROOT = Path(__file__).resolve().parent.parent
 # `import tests.base_standins` and `import tfgpu_kit` need the checkout on sys.path; `python
@@ -30,6 +33,18 @@ if str(ROOT) not in sys.path:
 pytest_plugins = ["tests.kit_images"]
 
 from tests.ci_policy import ci_or_skip, in_ci  # noqa: E402 (needs the sys.path line above)
+
+
+@pytest.fixture(autouse=True)
+def _kit_logging_undone() -> Iterator[None]:
+    """A test that runs cli.main in-process gets build.py's logging (log.setup: a stderr handler on
+    the root logger, its level): undone after the test, so no later test sees its output."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in before and isinstance(h, RichHandler)]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from rich.logging import RichHandler
 
 from tfgpu_kit import catalog, docker_engine, spec
 from tfgpu_kit import image_builds as build
@@ -33,13 +32,9 @@ CHUNKS = [
 def test_follow_streams_each_step_to_stderr(
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # an earlier in-process cli.main left build.py's stderr handler on the root logger: without
-    # it, stderr holds only what _follow prints itself (the debug lines go to caplog alone)
-    root = logging.getLogger()
-    kept = [h for h in root.handlers if not isinstance(h, RichHandler)]
-    monkeypatch.setattr(root, "handlers", kept)
+    # stderr holds only what _follow prints itself (the debug lines go to caplog alone): no
+    # earlier in-process cli.main's handler is left on the root logger (tests/conftest.py)
     with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.docker_engine"):
         image_id = docker_engine._follow(iter(CHUNKS), "2.21.0-gpu")
     assert image_id == "sha256:feedbeef"
