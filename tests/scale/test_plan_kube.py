@@ -366,3 +366,19 @@ def test_configmap_in_another_file(tmp_path: Path, capsys: pytest.CaptureFixture
     code, report = plan_json(capsys, [slicing, pods], "--gpu-memory", "16GiB")
     assert code == 1 and "time-sliced ×4" in report["gpus"][0]["sharing"]
     assert report["gpus"][0]["entries"][0]["who"] == "pods.yaml:Deployment/a[tf]"
+
+
+def test_fix_names_the_workload_and_container_as_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fix points at the container's env by the workload's and container's own names, also
+    when the workload's name holds a `[` (the API server would refuse it; plan reads it anyway)."""
+    bad = {"TF_GPU_MEM_LIMIT": "lots"}  # refused at start: the fix names where to mend it
+    pods = write(
+        tmp_path, "pods.yaml", deployment("a[b", container(bad)), deployment("c", container(bad))
+    )
+    code, report = plan_json(capsys, [pods], "--gpu-memory", "16GiB")
+    fixes = sorted(p["fix"] for p in report["problems"] if p["severity"] == "error")
+    assert code == 1
+    assert any("in Deployment/a[b container 'tf': env" in fix for fix in fixes), fixes
+    assert any("in Deployment/c container 'tf': env" in fix for fix in fixes), fixes

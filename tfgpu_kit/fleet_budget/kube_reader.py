@@ -219,7 +219,6 @@ def read(
             gpus = _gpus(source, who, container, env, cluster)
             if gpus is None:
                 continue
-            kind_name, _, rest = who.partition("[")
             workload = Workload(
                 who=who,
                 source=source,
@@ -227,7 +226,7 @@ def read(
                 gpus=gpus,
                 env=env,
                 unresolved=unresolved,
-                fix_hint=f"{kind_name} container '{rest[:-1]}': env",
+                fix_hint=f"{where} container '{container_name}': env",
             )
             if unresolved_replicas:
                 unresolved.append(unresolved_replicas)
