@@ -87,6 +87,57 @@ def _alternatives(r: rules.Assessment) -> str:
     return text
 
 
+def _print_json(
+    results: list[rules.Assessment],
+    driver: Version,
+    arch: Arch | None,
+    requested: dict[str, str],
+    notes: dict[str, str],
+) -> None:
+    print_json(
+        {
+            "driver": str(driver),
+            "gpu_arch": str(arch) if arch else None,
+            "results": [
+                {
+                    **r.as_json(),
+                    "requested": requested.get(r.tensorflow, r.tensorflow),
+                    "note": notes.get(r.tensorflow),
+                }
+                for r in results
+            ],
+        }
+    )
+
+
+def _print_table(
+    results: list[rules.Assessment], driver: Version, arch: Arch | None, requested: dict[str, str]
+) -> None:
+    table(
+        f"driver {driver}" + (f", GPU {arch}" if arch else ""),
+        ["TensorFlow", "CUDA", "verdict", "why"],
+        [
+            [
+                f"{requested[r.tensorflow]} (as {r.tensorflow})"
+                if r.tensorflow in requested
+                else r.tensorflow,
+                str(r.req.cuda),
+                r.verdict.value,
+                "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
+            ]
+            for r in results
+        ],
+    )
+    for r in results:
+        if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
+            log.warning(
+                "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
+                r.tensorflow,
+                driver,
+                f" and {arch}" if arch else "",
+            )
+
+
 def report(
     spec: specs.Spec,
     *,
@@ -110,44 +161,9 @@ def report(
         driver, arch = _local(arch)
     results = [rules.assess(spec, tf, driver, arch) for tf in versions]
     if as_json:
-        print_json(
-            {
-                "driver": str(driver),
-                "gpu_arch": str(arch) if arch else None,
-                "results": [
-                    {
-                        **r.as_json(),
-                        "requested": requested.get(r.tensorflow, r.tensorflow),
-                        "note": notes.get(r.tensorflow),
-                    }
-                    for r in results
-                ],
-            }
-        )
+        _print_json(results, driver, arch, requested, notes)
     else:
-        table(
-            f"driver {driver}" + (f", GPU {arch}" if arch else ""),
-            ["TensorFlow", "CUDA", "verdict", "why"],
-            [
-                [
-                    f"{requested[r.tensorflow]} (as {r.tensorflow})"
-                    if r.tensorflow in requested
-                    else r.tensorflow,
-                    str(r.req.cuda),
-                    r.verdict.value,
-                    "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
-                ]
-                for r in results
-            ],
-        )
-        for r in results:
-            if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
-                log.warning(
-                    "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
-                    r.tensorflow,
-                    driver,
-                    f" and {arch}" if arch else "",
-                )
+        _print_table(results, driver, arch, requested)
     bad = [r for r in results if not r.verdict.runs]
     if bad:
         log.error(

@@ -326,9 +326,11 @@ class ImagesSpec(_Strict):
 
     @model_validator(mode="after")
     def _unique_versions(self) -> ImagesSpec:
+        seen: set[str] = set()
         for index, offered in enumerate(self.versions):
-            if offered.version in {earlier.version for earlier in self.versions[:index]}:
+            if offered.version in seen:
                 raise ValueError(f"versions.{index}.version: {offered.version} is listed twice")
+            seen.add(offered.version)
         return self
 
 

@@ -288,9 +288,11 @@ def _worst_case(resource: str, slices: int, entries: list[Entry], memory_mib: fl
     chosen: list[Entry] = []
     left = slices
     for entry in ranked:
-        if left > 0:
-            chosen.append(dataclasses.replace(entry, instances=min(entry.instances, left)))
-        left -= entry.instances
+        if left <= 0:
+            break
+        taken = min(entry.instances, left)
+        chosen.append(dataclasses.replace(entry, instances=taken))
+        left -= taken
     total = sum(e.instances for e in entries)
     sharing = f"time-sliced ×{slices} (worst case)"
     return GpuBudget(f"any {resource}", sharing, memory_mib, chosen, max(0, total - slices))

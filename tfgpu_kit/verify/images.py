@@ -45,8 +45,9 @@ def _size_budget(
     images_lock: wheel_locks.ImageLock,
 ) -> list[Check]:
     """What the built image adds to its base (the engine's sizes, the image's read by `collect`)
-    against its budget: the locked parts plus the variant's budget for the kit; nothing when the
-    base it names is not in the engine (pulled or built elsewhere)."""
+    against its budget: the locked parts plus the variant's budget for the kit; nothing to check,
+    and a warning that says so, when the base it names is not in the engine (pulled or built
+    elsewhere)."""
     import docker.errors  # here: the Docker SDK costs every build.py command 45-90 ms to import
 
     base = observed.labels.get("org.opencontainers.image.base.name", "")
