@@ -37,3 +37,4 @@ def test_an_interrupted_write_leaves_the_old_lock_whole(
     with pytest.raises(OSError, match="No space left"):
         lock.write(lock.load(), tmp_path)
     assert (tmp_path / lock.name).read_bytes() == old
+    assert sorted(path.name for path in tmp_path.iterdir()) == [lock.name]  # no partial file left

@@ -48,8 +48,11 @@ class LockFile(Generic[M]):
         text = self.header + yaml.safe_dump(self.dump(lock), sort_keys=False)
         # written beside it, then renamed over it: an interrupted `lock` leaves the old file whole
         partial = path.with_name(f".{path.name}.partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
+        try:
+            partial.write_text(text, encoding="utf-8")
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)  # nothing half-written left beside it
         return path
 
 
