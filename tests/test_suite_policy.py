@@ -17,7 +17,8 @@ import pytest
 pytest_plugins = ["pytester"]
 
 POLICY = Path(__file__).with_name("conftest.py")
-CI_POLICY = Path(__file__).with_name("ci_policy.py")  # the conftest's helper, copied with it
+CI_POLICY = Path(__file__).with_name("ci_policy.py")  # the conftest's helpers, copied with it
+DISK_WATCH = Path(__file__).with_name("disk_watch.py")
 NO_ENGINE = "unix:///nonexistent.sock"
 
 INI = """\
@@ -46,6 +47,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(POLICY.read_text())
     (pytester.path / "tests" / "ci_policy.py").write_text(CI_POLICY.read_text())
+    (pytester.path / "tests" / "disk_watch.py").write_text(DISK_WATCH.read_text())
     # the plugin the real conftest loads (the image fixtures): none is used by this tiny suite
     (pytester.path / "tests" / "kit_images.py").write_text('"""No fixtures needed here."""\n')
     for group, source in (("containers", DOCKER_TEST), ("unit", PLAIN_TEST)):
