@@ -4,6 +4,9 @@
   are skipped with the reason. With `CI=true` an unreachable engine is an
   *error* in every such test, never a skip, and a run in which no `docker` test
   passed fails: a green CI run means the container tests ran.
+- The CUDA 11.8 images' module runs before every other test, so that its stand-ins and images,
+  removed when it ends (tests/kit_images.py), never share the disk with the 2.21 family; the
+  summary gives the run's lowest free disk space (tests/disk_watch.py).
 - At the end, one line per test group (directory under tests/, and the `docker`
   marker) says what ran, so the CI log shows it, and a group with test files of
   which nothing was collected is named. Under CI=true, in a whole-suite run (no paths given),
@@ -33,6 +36,11 @@ if str(ROOT) not in sys.path:
 pytest_plugins = ["tests.kit_images"]
 
 from tests.ci_policy import ci_or_skip, in_ci  # noqa: E402 (needs the sys.path line above)
+from tests.disk_watch import DiskWatch, default_paths  # noqa: E402
+
+# The module whose images are removed when it ends; it runs first (see the docstring).
+FIRST = "tests/gpu/test_cuda11_images.py"
+_watch: list[DiskWatch] = []
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +90,36 @@ def engine_problem() -> str | None:
     return None
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # a stable sort: the first module's tests keep their order, and so do the others
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST + "::"))
+
+
+def _docker_root() -> str | None:
+    """The engine's data root, where its images take space (None without an engine)."""
+    if engine_problem() is not None:
+        return None
+    import docker
+
+    client = docker.from_env(timeout=10)
+    try:
+        return str(client.info()["DockerRootDir"])
+    finally:
+        client.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(item.get_closest_marker("docker") for item in session.items):
+        watch = DiskWatch(default_paths(_docker_root()))
+        watch.start()
+        _watch.append(watch)
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    for watch in _watch:
+        watch.where = nodeid
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("docker") is None:
         return
@@ -129,6 +167,11 @@ def _groups_not_collected() -> list[str]:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
+    for watch in _watch:
+        watch.stop()
+        terminalreporter.section("disk: the run's lowest free space")
+        for line in watch.lines():
+            terminalreporter.write_line(line)
     if not _outcomes:
         return
     terminalreporter.section("test groups that ran")

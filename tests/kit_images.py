@@ -7,13 +7,22 @@ mirror).
 2.21.0's stand-in base lacks what its TensorFlow needs (CUDA 12.5, cuDNN 9), as the official
 one does: its kit images add NVIDIA's wheels. 2.17.0's base is enough: its image adds nothing.
 2.14.0 and 2.15.0 (CUDA 11.8 stand-ins, `cuda11_images`) each have a repair of their own: the cu11
-wheel set of 2.14 and the CUDA 12.2 set of 2.15."""
+wheel set of 2.14 and the CUDA 12.2 set of 2.15.
+
+Disk: the CI machine's disk is limited and the suite's images are big (a repaired image's wheels
+are ~3 GB, its builder stage's leftover ~5 GB), so what the session holds at once is kept down by
+construction, not by the host's free space: each `build.py build` builds one image, so the builder
+stage it leaves is dropped before the next; the CUDA 11.8 family (its stand-ins and images, ~13 GB)
+is used by one module only, runs first (tests/conftest.py) and is removed when that module ends,
+so it never sits on the disk beside the 2.21 family. tests/disk_watch.py prints the run's lowest
+free space."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +38,7 @@ from tests.base_standins import (
     SLIM_STANDINS,
     Result,
     build_all,
+    gpu_tag,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,16 +104,39 @@ def standins(docker_client: docker.DockerClient) -> list[Result]:
     return results
 
 
-@pytest.fixture(scope="session")
-def cuda11_standins(docker_client: docker.DockerClient) -> list[Result]:
-    """The stand-ins of the CUDA 11.8 bases (2.14.0-gpu, 2.15.0-gpu), built or reused."""
+@pytest.fixture(scope="module")
+def cuda11_standins(docker_client: docker.DockerClient) -> Iterator[list[Result]]:
+    """The stand-ins of the CUDA 11.8 bases (2.14.0-gpu, 2.15.0-gpu), built or reused; removed
+    when the module that uses them ends (see the module's docstring: disk)."""
     t0 = time.monotonic()
     results = build_all(CUDA11_STANDINS)
     _progress(f"CUDA 11.8 stand-ins ready in {time.monotonic() - t0:.0f}s")
-    return results
+    yield results
+    # the TensorFlow stand-ins before the CUDA base they are built FROM
+    _drop(docker_client, [*(gpu_tag(v) for v in CUDA11_VERSIONS), CUDA11.tag])
 
 
-def _kit_build(*args: str) -> None:
+def _drop(client: docker.DockerClient, refs: list[str]) -> None:
+    """Remove these images (every tag of each) and the containers made from them, then the
+    dangling images, so that their layers leave the disk now."""
+    before = shutil.disk_usage(tempfile.gettempdir()).free
+    for ref in refs:
+        try:
+            image = client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            continue
+        for container in client.containers.list(all=True, filters={"ancestor": image.id}):
+            container.remove(force=True)
+        client.images.remove(image.id, force=True)
+    client.images.prune(filters={"dangling": True})
+    freed = shutil.disk_usage(tempfile.gettempdir()).free - before
+    _progress(f"removed {', '.join(refs)}: {freed / 2**30:.1f} GiB freed")
+
+
+def _kit_build(image: str, *args: str) -> None:
+    """`build.py build IMAGE ARGS…`: one image per command, so that the builder stage it leaves
+    (several GB) is dropped before the next image is built."""
+    args = (image, *args)
     t0 = time.monotonic()
     proc = build_py("build", *args)
     assert proc.returncode == 0, (
@@ -125,9 +158,8 @@ def _kit_build(*args: str) -> None:
 def kit_images(standins: list[Result]) -> dict[str, str]:
     """The kit's 2.21 gpu and gpu-jupyter images (repaired) and its 2.17 gpu image (not),
     built on the stand-ins."""
-    _kit_build(
-        f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu", "--base-registry", REGISTRY
-    )
+    for image in (f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu"):
+        _kit_build(image, "--base-registry", REGISTRY)
     return {"gpu": KIT_GPU, "gpu-jupyter": KIT_JUPYTER, "older": KIT_OLDER}
 
 
@@ -158,9 +190,15 @@ def broken_image(standins: list[Result]) -> str:
     return KIT_BROKEN
 
 
-@pytest.fixture(scope="session")
-def cuda11_images(cuda11_standins: list[Result]) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def cuda11_images(
+    docker_client: docker.DockerClient, cuda11_standins: list[Result]
+) -> Iterator[dict[str, str]]:
     """The kit's 2.14.0 and 2.15.0 gpu images (both repaired: 2.14's cu11 wheels with cuDNN 8.7,
-    2.15's CUDA 12.2 wheels), built on the CUDA 11.8 stand-ins; by version."""
-    _kit_build(*(f"{v}-gpu" for v in CUDA11_VERSIONS), "--base-registry", REGISTRY)
-    return {v: f"{KIT_REPO}:{v}-gpu" for v in CUDA11_VERSIONS}
+    2.15's CUDA 12.2 wheels), built on the CUDA 11.8 stand-ins; by version. Removed when the module
+    that uses them ends (see the module's docstring: disk)."""
+    images = {v: f"{KIT_REPO}:{v}-gpu" for v in CUDA11_VERSIONS}
+    for version in CUDA11_VERSIONS:
+        _kit_build(f"{version}-gpu", "--base-registry", REGISTRY)
+    yield images
+    _drop(docker_client, list(images.values()))
