@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,9 +108,12 @@ def build(
     buildargs: dict[str, str],
     no_cache: bool,
     platform: str | None = None,
+    sent: Callable[[], None] | None = None,
 ) -> str:
     """Build the context (classic builder, never pulling: a local base is used as it is), for
-    `platform` (e.g. linux/arm64) when given, else the engine's own."""
+    `platform` (e.g. linux/arm64) when given, else the engine's own. `sent` is called once the
+    engine holds the whole context, before the steps run: a temporary context (gigabytes of
+    wheels) can leave the disk then, instead of sitting beside the layers the steps write."""
     where = f"{label} for {platform}" if platform else label
     try:
         chunks: Iterator[dict[str, Any]] = c.api.build(
@@ -125,6 +128,9 @@ def build(
             decode=True,
             **({"platform": platform} if platform else {}),
         )
+        # the SDK returns once the engine answers the upload: the context is in the engine's hands
+        if sent is not None:
+            sent()
         return _follow(chunks, label)
     except docker.errors.APIError as exc:
         raise DockerError(f"building {where}: {exc.explanation or exc}") from None

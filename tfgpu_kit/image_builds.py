@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -384,7 +384,13 @@ def _build_one(
         bargs["BASE_PIN"] = pin
     first = image.tags(registry=options.registry)[0]
     image_id = docker_engine.build(
-        client, ctx.path, label=image.name, tag=first, buildargs=bargs, no_cache=options.no_cache
+        client,
+        ctx.path,
+        label=image.name,
+        tag=first,
+        buildargs=bargs,
+        no_cache=options.no_cache,
+        sent=_dropper(ctx, options),
     )
     python = docker_engine.python_version(client, image_id)
     if python != image.base_python:
@@ -416,6 +422,14 @@ def _build_one(
     )
 
 
+def _dropper(ctx: context.Context, options: BuildOptions) -> Callable[[], None] | None:
+    """A temporary context (gigabytes of wheels) is removed as soon as the engine holds it (before
+    the steps write their layers: less disk at the build's peak); `--contexts` keeps them."""
+    if options.contexts is not None:
+        return None
+    return lambda: shutil.rmtree(ctx.path)
+
+
 def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
     """Build, tag (push, verify) each image, one context at a time; print the final table.
     Returns the exit status: EXIT_FAILED when an image is over its size budget or fails verify."""
@@ -430,8 +444,6 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
         for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):
             results.append(_build_one(client, image, ctx, options, digests))
-            if options.contexts is None:  # a temporary context is not kept (gigabytes of wheels)
-                shutil.rmtree(ctx.path)
 
     status = report(results, as_json=options.as_json)
     if options.verify:
@@ -463,12 +475,11 @@ def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: Bu
                 buildargs=args,
                 no_cache=options.no_cache,
                 platform=image.platform,
+                sent=_dropper(ctx, options),
             )
             for ref in tags:
                 docker_engine.tag(client, image_id, ref)
                 if options.push:
                     docker_engine.push(client, ref)
             log.info("%s: built %s (%s)", image.name, ", ".join(tags), image_id)
-            if options.contexts is None:
-                shutil.rmtree(ctx.path)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -65,3 +66,30 @@ def test_build_uses_local_base_and_tags(client: Any, tmp_path: Path) -> None:
     assert image.labels["io.tfgpu.x"] == "42"
     assert docker_engine.repo_digest(image) is None  # local-only: base.digest stays "unknown"
     client.images.remove("tfgpu-test.local/ok:other")
+
+
+def test_the_context_can_go_once_the_engine_holds_it(client: Any, tmp_path: Path) -> None:
+    """`sent` runs after the upload and before the steps: the context is removed there (as a
+    temporary one is) and a step still copies from it, from the engine's own copy."""
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {EMPTY_BASE}\nCOPY payload /payload\n")
+    (context / "payload").write_text("still here")
+    calls: list[bool] = []
+
+    def sent() -> None:
+        calls.append(context.exists())
+        shutil.rmtree(context)
+
+    image_id = docker_engine.build(client, context, label="t", tag="tfgpu-test.local/sent:1",
+                                   buildargs={}, no_cache=True, sent=sent)  # fmt: skip
+    try:
+        assert calls == [True] and not context.exists()
+        exported = b"".join(client.api.export(client.containers.create(image_id, "x").id))
+        with tarfile.open(fileobj=io.BytesIO(exported)) as tar:
+            payload = tar.extractfile("payload")
+            assert payload is not None and payload.read() == b"still here"
+    finally:
+        for container in client.containers.list(all=True, filters={"ancestor": image_id}):
+            container.remove(force=True)
+        client.images.remove(image_id, force=True)

@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--contexts",
         type=path_flag("--contexts", ".tfgpu-contexts"),
-        help="keep the build contexts in this directory (default: a temporary one)",
+        help="keep the build contexts in this directory (default: temporary ones, each removed as "
+        "soon as the engine holds it)",
     )
     parser.add_argument(
         "--cuda-source",
