@@ -22,7 +22,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,7 +118,8 @@ def cuda11_standins(docker_client: docker.DockerClient) -> Iterator[list[Result]
 def _drop(client: docker.DockerClient, refs: list[str]) -> None:
     """Remove these images (every tag of each) and the containers made from them, then the
     dangling images, so that their layers leave the disk now."""
-    before = shutil.disk_usage(tempfile.gettempdir()).free
+    data_root = str(client.info()["DockerRootDir"])  # where the layers are (the engine is local)
+    before = shutil.disk_usage(data_root).free
     for ref in refs:
         try:
             image = client.images.get(ref)
@@ -128,8 +128,8 @@ def _drop(client: docker.DockerClient, refs: list[str]) -> None:
         for container in client.containers.list(all=True, filters={"ancestor": image.id}):
             container.remove(force=True)
         client.images.remove(image.id, force=True)
-    client.images.prune(filters={"dangling": True})
-    freed = shutil.disk_usage(tempfile.gettempdir()).free - before
+    _prune_dangling(client)
+    freed = shutil.disk_usage(data_root).free - before
     _progress(f"removed {', '.join(refs)}: {freed / 2**30:.1f} GiB freed")
 
 
@@ -143,15 +143,19 @@ def _kit_build(image: str, *args: str) -> None:
         f"build.py build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     )
     _progress(f"build.py build {' '.join(args)}: {time.monotonic() - t0:.0f}s")
-    # A rebuilt image leaves its predecessor untagged: with the CUDA wheels that is ~3 GB per
-    # image, and the next builds of the session (the CUDA 11.8 images) ran out of disk. Drop the
-    # dangling ones now; the builds of this session are sequential, so none is half-built.
     client = docker.from_env()
     try:
-        freed = client.images.prune(filters={"dangling": True}).get("SpaceReclaimed") or 0
+        freed = _prune_dangling(client)
     finally:
         client.close()
     _progress(f"dropped the images this build replaced: {freed / 2**30:.1f} GiB")
+
+
+def _prune_dangling(client: docker.DockerClient) -> int:
+    """Drop the dangling images, the bytes freed: a rebuilt image's predecessor (~3 GB with the
+    CUDA wheels) and a build's builder stage (~5 GB), which ran the CUDA 11.8 builds out of disk.
+    The builds of this session are sequential, so none is half-built."""
+    return int(client.images.prune(filters={"dangling": True}).get("SpaceReclaimed") or 0)
 
 
 @pytest.fixture(scope="session")
