@@ -5,10 +5,13 @@ would drift until the next `lock` run rewrote it."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
+from tfgpu_kit.errors import SpecError
 from tfgpu_kit.locks import base_lock, wheel_locks
 from tfgpu_kit.spec import IMAGES_DIR
 
@@ -27,14 +30,37 @@ def test_an_interrupted_write_leaves_the_old_lock_whole(
 ) -> None:
     lock = base_lock.FILE
     old = lock.write(lock.load(), tmp_path).read_bytes()
+    real_write = os.write
 
-    def disk_full(self: Path, text: str, encoding: str) -> int:
-        with self.open("w", encoding=encoding) as f:
-            f.write(text[: len(text) // 2])
+    def disk_full(fd: int, data: bytes) -> int:
+        real_write(fd, bytes(data[: len(data) // 2]))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", disk_full)
+    monkeypatch.setattr(os, "write", disk_full)
     with pytest.raises(OSError, match="No space left"):
         lock.write(lock.load(), tmp_path)
     assert (tmp_path / lock.name).read_bytes() == old
     assert sorted(path.name for path in tmp_path.iterdir()) == [lock.name]  # no partial file left
+
+
+def test_a_link_at_the_temporary_path_is_refused_and_the_mode_kept(tmp_path: Path) -> None:
+    """Issue 30: the writer followed a symlink planted at `.NAME.partial` (writing wherever it
+    pointed) and turned a 0600 lock into 0644."""
+    lock = base_lock.FILE
+    path = lock.write(lock.load(), tmp_path)
+    path.chmod(0o600)
+    lock.write(lock.load(), tmp_path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # the old file's mode, not the umask's
+    target = tmp_path / "elsewhere"
+    target.write_text("precious")
+    partial = tmp_path / f".{lock.name}.partial"
+    partial.symlink_to(target)
+    with pytest.raises(SpecError, match=r"already exists \(a link or a file"):
+        lock.write(lock.load(), tmp_path)
+    assert target.read_text() == "precious" and partial.is_symlink()  # neither followed nor removed
+    partial.unlink()
+    partial.symlink_to(tmp_path / "missing")  # a dangling link: nothing may be created through it
+    with pytest.raises(SpecError):
+        lock.write(lock.load(), tmp_path)
+    assert not (tmp_path / "missing").exists()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -4,6 +4,8 @@ header, and the one check that a downloaded file is the file a lock names (name 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,12 +50,48 @@ class LockFile(Generic[M]):
         text = self.header + yaml.safe_dump(self.dump(lock), sort_keys=False)
         # written beside it, then renamed over it: an interrupted `lock` leaves the old file whole
         partial = path.with_name(f".{path.name}.partial")
+        fd = _create_new(partial, _mode_of(path))
         try:
-            partial.write_text(text, encoding="utf-8")
+            _write_all(fd, text.encode("utf-8"))
+            os.close(fd)
+            fd = -1
             partial.replace(path)
         finally:
+            if fd >= 0:
+                os.close(fd)
             partial.unlink(missing_ok=True)  # nothing half-written left beside it
         return path
+
+
+def _mode_of(path: Path) -> int:
+    """The permission bits the lock has now (a 0600 lock stays 0600); 0644 for a new one."""
+    try:
+        return stat.S_IMODE(path.stat(follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return 0o644
+
+
+def _create_new(partial: Path, mode: int) -> int:
+    """A new file at `partial`, never an existing one: O_EXCL refuses any name already there,
+    a symbolic link included (O_NOFOLLOW says so for a link whose target is missing), so a
+    link planted at the temporary path cannot redirect the write or its mode elsewhere."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(partial, flags, mode)
+    except FileExistsError:
+        raise SpecError(
+            f"{partial} already exists (a link or a file left there), so the lock is not "
+            "written through it",
+            hint=f"look at it and remove it (rm {partial}), then run the command again",
+        ) from None
+    os.fchmod(fd, mode)  # the umask narrowed the mode given to open; the old file's is kept
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def sorted_dump(lock: BaseModel) -> dict[str, Any]:
