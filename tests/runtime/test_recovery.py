@@ -4,11 +4,18 @@ TensorFlow on the fake GPU, restarted by Docker: tests/gpu/test_recovery.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import stat
+import subprocess
+import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tfgpu import metrics, recovery, settings
@@ -194,3 +201,113 @@ def test_interval_is_a_tenth_of_the_period_within_bounds() -> None:
 
 def test_uid_in_the_record_name() -> None:
     assert recovery.record_path({}) == f"/var/tmp/tfgpu-recoveries-{os.getuid()}.json"
+
+
+# --- the record and the exit path (issue 30, security findings) --------------------------------
+
+
+def _in_thread(call: Any, seconds: float = 5.0) -> tuple[bool, list[Any]]:
+    """Run `call` on a daemon thread; (finished within `seconds`, [its result])."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive(), out
+
+
+def _unblock(fifo: Path) -> None:
+    """Open both ends of the FIFO once, so that a thread blocked on it (today's main) returns."""
+    for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, flags))
+
+
+def test_a_fifo_at_the_record_blocks_neither_a_scrape_nor_the_exit(tmp_path: Path) -> None:
+    """A FIFO planted at the record (another uid of a shared /var/tmp) made the open block:
+    every /metrics scrape and the `exit` action hung."""
+    fifo = tmp_path / "record.json"
+    os.mkfifo(fifo)
+    try:
+        done, out = _in_thread(lambda: recovery.recoveries(str(fifo)))
+        assert done and out == [0]
+        done, out = _in_thread(lambda: recovery.record(str(fifo)))
+        assert done and out == [0]
+        assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    finally:
+        _unblock(fifo)
+
+
+def test_another_uids_record_is_never_wiped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record was opened with O_TRUNC before its owner was checked: another uid's 0666
+    record was emptied. Here the file is this test's, and the process pretends another uid."""
+    path = tmp_path / "record.json"
+    path.write_text('{"count": 7}')
+    path.chmod(0o666)
+    monkeypatch.setattr(os, "getuid", lambda: path.stat().st_uid + 1)
+    assert recovery.record(str(path)) == 0 and recovery.recoveries(str(path)) == 0
+    assert path.read_text() == '{"count": 7}'
+
+
+def test_a_record_too_deep_for_json_reads_as_none_and_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    path.write_text("[" * 100000)
+    assert recovery.recoveries(str(path)) == 0
+    assert recovery.record(str(path)) == 1 and json.loads(path.read_text())["count"] == 1
+
+
+_FULL_DISK = """
+import resource, signal
+from tfgpu import recovery
+from tfgpu.recovery_rule import RecoveryRule
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no byte may be written
+recovery.end(recovery.Watch(RecoveryRule(0.9, 10, "exit"), list), "/device:GPU:0 has held …")
+"""
+
+
+def test_a_full_disk_on_the_exit_path_still_exits_75_and_keeps_the_record(tmp_path: Path) -> None:
+    """A full /var/tmp (here: a file-size limit of 0, which fails every write as a full disk
+    does) raised OSError in the watch thread: no exit 75, and (O_TRUNC) an emptied record."""
+    record = tmp_path / f"tfgpu-recoveries-{os.getuid()}.json"
+    record.write_text('{"count": 2}')
+    env = {**os.environ, recovery.STATE_DIR_VARIABLE: str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == EXIT_STUCK, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "exiting with 75" in line and "not counted: OSError: [Errno 27]" in line, line
+    assert record.read_text() == '{"count": 2}'  # neither emptied nor half-written
+
+
+@pytest.mark.parametrize("failure", ["deep record", "stderr closed"])
+def test_every_failure_on_the_exit_path_still_exits_75(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    failure: str,
+) -> None:
+    """A same-uid record of '[' * 100000 raised RecursionError in the watch thread (no exit 75);
+    a closed stderr must not stop the exit either."""
+    monkeypatch.setenv(recovery.STATE_DIR_VARIABLE, str(tmp_path))
+    path = Path(recovery.record_path())
+    if failure == "deep record":
+        path.write_text("[" * 100000)
+    else:
+        path.write_text('{"count": 2}')
+
+        class Closed(io.StringIO):
+            def write(self, text: str) -> int:
+                raise ValueError("I/O operation on closed file")
+
+        monkeypatch.setattr(sys, "stderr", Closed())
+    watch, _, _ = watch_of([1000])
+    codes: list[int] = []
+    recovery.end(watch, "/device:GPU:0 has held …", exit=codes.append)
+    assert codes == [EXIT_STUCK]
+    if failure == "deep record":
+        [line] = capsys.readouterr().err.splitlines()
+        assert "exiting with 75" in line and "recovery 1 of this container" in line, line
+    assert json.loads(path.read_text())["count"] == (1 if failure == "deep record" else 3)

@@ -29,7 +29,10 @@ Counting recoveries: each exit adds one to a small record, `tfgpu-recoveries-<ui
 TFGPU_STATE_DIR (default /var/tmp). A container restarted by Docker keeps its files, and a
 Kubernetes pod keeps an emptyDir there across container restarts (`build.py k8s` mounts one),
 so the next process serves the count as `tfgpu_recoveries_total`. The record is opened without
-following links and only when this uid owns it.
+following links and without blocking (a FIFO planted there by another uid of a shared /var/tmp
+hung every scrape), and read or written only when it is a regular file this uid owns. Every
+failure on the exit path (a full disk, a broken record) is named in the exit line, and the
+process still exits 75.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
 STATE_DIR_VARIABLE = "TFGPU_STATE_DIR"
 DEFAULT_STATE_DIR = "/var/tmp"
 _MIB = 1 << 20
+_RECORD_MAX_BYTES = 4096
 _lock = threading.Lock()
 _state: Dict[str, Any] = {"watch": None}
 
@@ -150,15 +154,24 @@ def _loop(watch: Watch, sleep: Callable[[float], None] = time.sleep) -> None:
 
 
 def end(watch: Watch, reason: str, exit: Callable[[int], Any] = os._exit) -> None:
-    count = record()
-    counted = f"recovery {count} of this container" if count else "not counted"
-    sys.stderr.write(
-        f"tfgpu: recovery: {reason}; exiting with {EXIT_STUCK} so that the container is "
-        f"restarted and the GPU memory returns to the card ({watch.rule.describe()}; "
-        f"{counted})\n"
-    )
-    sys.stderr.flush()
-    exit(EXIT_STUCK)
+    """Say why, count, exit 75. Whatever fails on the way (a full /var/tmp, a broken record,
+    stderr closed) is named in the line, and the process still exits 75: the rule's promise."""
+    try:
+        try:
+            count, trouble = record(), ""
+        except Exception as e:  # RecursionError and OSError included: counting is best effort
+            count, trouble = 0, f": {type(e).__name__}: {e}"
+        counted = f"recovery {count} of this container" if count else f"not counted{trouble}"
+        sys.stderr.write(
+            f"tfgpu: recovery: {reason}; exiting with {EXIT_STUCK} so that the container is "
+            f"restarted and the GPU memory returns to the card ({watch.rule.describe()}; "
+            f"{counted})\n"
+        )
+        sys.stderr.flush()
+    except BaseException:  # nothing may keep the process from exiting 75
+        pass
+    finally:
+        exit(EXIT_STUCK)
 
 
 def current() -> Optional[Watch]:
@@ -189,16 +202,24 @@ def record_path(environ: Optional[Dict[str, str]] = None) -> str:
 
 
 def _open_own(path: str, flags: int) -> Optional[int]:
-    """An fd on `path` if it is a regular file this uid owns (no link followed), else None."""
+    """An fd on `path` if it is a regular file this uid owns, else None. Checked before anything
+    is read or truncated: O_NONBLOCK so that a FIFO planted there cannot block the open (a
+    reader waits for a writer), O_NOFOLLOW so that no link is followed, then fstat for the
+    type and the owner. Never O_TRUNC here: another uid's 0666 record is not ours to empty."""
+    flags |= os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fd = os.open(path, flags, 0o600)
     except OSError:
         return None
-    st = os.fstat(fd)
-    if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        return None
-    return fd
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.getuid() and stat.S_ISREG(st.st_mode):
+            os.set_blocking(fd, True)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def recoveries(path: Optional[str] = None) -> int:
@@ -206,21 +227,27 @@ def recoveries(path: Optional[str] = None) -> int:
     fd = _open_own(path or record_path(), os.O_RDONLY)
     if fd is None:
         return 0
-    with os.fdopen(fd, "r") as f:
-        try:
-            count = json.load(f).get("count", 0)
-        except (ValueError, AttributeError):
-            return 0
+    with os.fdopen(fd, "rb") as f:
+        text = f.read(_RECORD_MAX_BYTES)  # a record is ~40 bytes; bounded whatever is there
+    try:
+        count = json.loads(text).get("count", 0)
+    except (ValueError, AttributeError, RecursionError):  # RecursionError: '[' * 100000
+        return 0
     return count if isinstance(count, int) and count >= 0 else 0
 
 
 def record(path: Optional[str] = None) -> int:
-    """Add one recovery; returns the new count, or 0 when it cannot be kept."""
+    """Add one recovery; returns the new count, or 0 when it cannot be kept. The record is
+    written over in place and then cut to its new length: opening it with O_TRUNC emptied it
+    first, and a full disk then left it empty. OSError is the caller's (end() names it)."""
     path = path or record_path()
     count = recoveries(path) + 1
-    fd = _open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    data = json.dumps({"count": count, "last": time.time()}).encode()
+    fd = _open_own(path, os.O_WRONLY | os.O_CREAT)
     if fd is None:
         return 0
-    with os.fdopen(fd, "w") as f:
-        json.dump({"count": count, "last": time.time()}, f)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)  # over the old bytes, the file's length is fixed below
+        f.flush()
+        os.ftruncate(fd, len(data))
     return count
