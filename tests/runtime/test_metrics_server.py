@@ -12,12 +12,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tfgpu import metrics, metrics_server, settings
 from tfgpu.errors import ConfigError
 
-from tests.runtime.test_metrics import free_port
+from tests.runtime.test_metrics import free_port, fresh_state  # noqa: F401 (a fixture)
 from tests.runtime.test_run import run as tfgpu
 
 
@@ -116,3 +117,134 @@ def test_tfgpu_run_refuses_a_bad_address_and_starts_nothing() -> None:
     r = tfgpu("run", "--", "sh", "-c", "echo started", TF_GPU_METRICS_ADDR="localhost")
     assert r.returncode == 78 and "started" not in r.stdout
     assert "TF_GPU_METRICS_ADDR='localhost' is not valid" in r.stderr
+
+
+# --- issue 30: slow clients, the probe under a full house, name lookups, scrape floods -----------
+
+
+def _closed_by_server(conn: socket.socket) -> bool:
+    """Whether the server has ended this connection (end of file or a reset), without waiting."""
+    conn.settimeout(0.01)
+    try:
+        return conn.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def test_a_slow_client_gets_the_connection_lifetime_not_one_per_byte(served: int) -> None:
+    """StreamRequestHandler.timeout bounds each read: a client sending one byte more often than
+    that kept its connection (and one of the 8 slots) for ever. Each connection now lives at
+    most the timeout (1 s here, 10 s shipped) from its accept, whatever it sends."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", served)) as conn:
+        closed_after = None
+        for _ in range(40):  # a byte every 0.2 s for at most 8 s: never 1 s without one
+            with contextlib.suppress(OSError):
+                conn.sendall(b"G")
+            if _closed_by_server(conn):
+                closed_after = time.monotonic() - started
+                break
+            time.sleep(0.2)
+    assert closed_after is not None, "the slow client kept its connection for 8 s"
+    assert 0.9 <= closed_after <= 5.0, closed_after  # the lifetime plus the 0.5 s reaping turn
+
+
+def test_livez_answers_under_a_full_house_of_slow_clients(
+    served: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight clients that each send a byte every 0.3 s held all 8 slots; a kubelet-like probe
+    (a 1 s timeout) got no answer, three failures in a row restart the pod. The probe now
+    replaces the oldest slow client; the clients reconnect as an attacker would."""
+    monkeypatch.setattr(metrics_server._QuietHandler, "timeout", 60.0)  # no help from lifetimes
+    slow: list[socket.socket] = []
+    stop = threading.Event()
+
+    def hold_the_house() -> None:
+        for _ in range(200):  # 60 s at most
+            if stop.is_set():
+                return
+            for i in range(metrics_server.MAX_CONNECTIONS):
+                if i == len(slow):
+                    slow.append(socket.create_connection(("127.0.0.1", served)))
+                try:
+                    slow[i].sendall(b"G")
+                except OSError:  # replaced by the server: come back, as a flood would
+                    slow[i].close()
+                    slow[i] = socket.create_connection(("127.0.0.1", served))
+            time.sleep(0.3)
+
+    attacker = threading.Thread(target=hold_the_house, daemon=True)
+    attacker.start()
+    try:
+        time.sleep(1.0)  # the house is full
+        answers = []
+        for _ in range(5):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{served}/livez", timeout=1) as r:
+                    answers.append(r.status)
+            except OSError as e:
+                answers.append(repr(e))
+            time.sleep(0.5)
+        assert answers == [200] * 5, answers
+    finally:
+        stop.set()
+        attacker.join(5)
+        for conn in slow:
+            conn.close()
+
+
+@pytest.mark.usefixtures("fresh_state")
+def test_binding_looks_up_no_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """http.server's server_bind called socket.getfqdn(address): with a silent DNS server,
+    `import tensorflow` waited for it (21.9 s instead of 11.4 s, TF_GPU_METRICS_ADDR=127.0.0.2)."""
+    asked: list[str] = []
+
+    def getfqdn(name: str = "") -> str:
+        asked.append(name)
+        raise AssertionError("a name lookup in the importing thread")
+
+    monkeypatch.setattr(socket, "getfqdn", getfqdn)
+    port = free_port()
+    env = {"TF_GPU_METRICS_PORT": str(port), "TF_GPU_METRICS_ADDR": "127.0.0.1"}
+    assert metrics.start_from_environment(None, env) is True
+    assert asked == []
+    assert get(port, "/metrics")[0] == 200 and asked == []
+
+
+class _Clock:
+    now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_scrape_flood_collects_at_most_the_limit_per_second() -> None:
+    """The collector runs in the training process: 8 clients scraping back to back cut a
+    training loop's steps/s by 45 %. Collections are now limited per rolling second; scrapes
+    beyond share the latest answer to the same request (figures: bench_scrape_flood.py)."""
+    calls: list[int] = []
+
+    def app(environ: dict[str, str], start_response: Any) -> list[bytes]:
+        calls.append(1)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [f"collection {len(calls)}\n".encode()]
+
+    clock = _Clock()
+    limited = metrics_server.Collections(app, per_s=4, clock=clock)
+    plain = {"REQUEST_METHOD": "GET", "HTTP_ACCEPT": "text/plain"}
+
+    def scrape(environ: dict[str, str]) -> tuple[str, bytes]:
+        status: list[str] = []
+        body = b"".join(limited(environ, lambda s, h: status.append(s)))
+        return status[0], body
+
+    bodies = [scrape(plain) for _ in range(4)]  # one scraper, or a few: every scrape is fresh
+    assert [b for _, b in bodies] == [f"collection {i}\n".encode() for i in range(1, 5)]
+    flood = [scrape(plain) for _ in range(100)]  # the same second: nothing collected
+    assert len(calls) == 4 and set(flood) == {("200 OK", b"collection 4\n")}
+    status, _ = scrape({**plain, "QUERY_STRING": "name[]=x"})  # no answer kept for it
+    assert status.startswith("429") and len(calls) == 4
+    clock.now += 1.01  # a second later: fresh again
+    assert scrape(plain) == ("200 OK", b"collection 5\n")

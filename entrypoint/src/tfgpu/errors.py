@@ -62,3 +62,10 @@ class GpuUnavailableError(TfgpuError):
             "Start the container with a GPU (docker run --gpus all …), or unset TF_GPU_REQUIRED "
             "to run on the CPU."
         )
+
+
+class HookMissingError(TfgpuError):
+    """The command's Python would not load the hook (tfgpu.interpreter): the settings would not
+    apply, so `tfgpu run` starts nothing (exit 78) unless TF_GPU_REQUIRE_HOOK=false."""
+
+    exit_code = EXIT_CONFIG
