@@ -21,6 +21,18 @@ Exit codes: the command's; 78 bad configuration; 69 TF_GPU_REQUIRED=true and no 
 126 command cannot be executed; 127 command not found."""
 
 
+CHECK_HELP = """\
+Is the GPU set-up working? Imports TensorFlow in a child process, applies the settings, and
+reports the driver, GPUs, CUDA/cuDNN libraries and the hook. Exit 0 ok, 1 broken, 78 bad
+configuration.
+
+--build is the guard for images built FROM a tfgpu image (RUN tfgpu check --build after your
+own layers): it needs no GPU and compares the image with the record its tfgpu build wrote
+(/usr/share/tfgpu): pinned packages (TensorFlow, its CUDA/cuDNN wheels, Keras, tf-keras, tfgpu)
+and their files, the CUDA/cuDNN libraries TensorFlow loads, the hook in every Python on PATH,
+the image's environment, and what this USER can write. Exit 0 as built, 1 broken."""
+
+
 def build_parser() -> "argparse.ArgumentParser":
     import argparse
 
@@ -48,6 +60,31 @@ def build_parser() -> "argparse.ArgumentParser":
     ):
         p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         p.add_argument("--json", action="store_true", help="print one JSON object")
+    check = sub.choices["check"]
+    check.description = CHECK_HELP
+    check.formatter_class = argparse.RawDescriptionHelpFormatter
+    guard = check.add_argument_group("in a Dockerfile FROM a tfgpu image (--build)")
+    guard.add_argument(
+        "--build",
+        action="store_true",
+        help="no GPU, no TensorFlow import: fail (exit 1) when the layers above the tfgpu image "
+        "broke its GPU path (docs/teams.md)",
+    )
+    guard.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --build: the Python your image runs (default: python3 and python on PATH); "
+        "repeatable",
+    )
+    guard.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="with --build: a pinned package you changed on purpose (then a warning); repeatable",
+    )
     return parser
 
 
@@ -87,6 +124,12 @@ def _dispatch(parser: "argparse.ArgumentParser", argv: "List[str]") -> int:
 
         return show(as_json=args.json)
     if args.command == "check":
+        if args.build:
+            from tfgpu.build_check import check as check_build
+
+            return check_build(as_json=args.json, pythons=args.python, accept=args.accept)
+        if args.python or args.accept:
+            parser.error("--python and --accept go with --build")
         from tfgpu.gpu_check import check
 
         return check(as_json=args.json)

@@ -10,7 +10,7 @@ import os
 import sys
 
 from tfgpu import is_disabled
-from tfgpu.errors import ConfigError, GpuUnavailableError
+from tfgpu.errors import ConfigError, GpuUnavailableError, HookMissingError
 from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
@@ -126,6 +126,26 @@ def exec_command(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
     os.execvpe(command[0], command, env)
 
 
+def check_interpreter(command: "List[str]", env: "Mapping[str, str]") -> None:
+    """Refuse a command whose Python imports TensorFlow without the hook (tfgpu.interpreter):
+    raises HookMissingError, or ConfigError for a bad TF_GPU_REQUIRE_HOOK. Costs nothing for a
+    command that is not Python; one probe of the interpreter (~20 ms) for one that is."""
+    if is_disabled(env):
+        return
+    from tfgpu import interpreter
+    from tfgpu.settings import parse_bool
+
+    required = env.get(interpreter.REQUIRE_HOOK, "").strip()
+    if required and not parse_bool(interpreter.REQUIRE_HOOK, required):
+        return
+    python = interpreter.python_of(command, env)
+    if python is None:
+        return
+    found = interpreter.probe(python, env)
+    if found is not None and found.unhooked_tensorflow:
+        raise HookMissingError(interpreter.refusal(python, found))
+
+
 def default_shell(env: "Mapping[str, str]") -> str:
     return "bash" if which("bash", env) else "sh"
 
@@ -148,6 +168,12 @@ def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> 
     ):  # a file that exists but cannot run is exec's error below (126), as in a shell
         _say(f"error: command not found: {command[0]}")
         return 127
+    try:
+        check_interpreter(command, env)
+    except (ConfigError, HookMissingError) as e:
+        _say(f"error: {e}")
+        _say("nothing was started")
+        return e.exit_code
     if os.getpid() == 1:
         from tfgpu.pid1 import run_as_init
 
