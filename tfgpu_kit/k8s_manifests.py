@@ -11,6 +11,7 @@ own parser (k8s_env.py), control characters nowhere."""
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import re
 import shlex
@@ -118,6 +119,8 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         variable: getattr(flags, flag[2:].replace("-", "_"))
         for variable, (flag, _, _) in k8s_env.FLAGGED.items()
     }
+    if flags.workers is not None:
+        k8s_workers.refuse_owned(flags)
     contract = k8s_env.pod_env(flagged, flags.env, gpus)
     metrics = contract.metrics_port or 0
     slices = _time_slices(flags, gpus, capped=contract.capped)
@@ -145,7 +148,8 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         # metrics port's /livez; either action keeps its count of recoveries in /var/tmp, on
         # an emptyDir, so that it outlives the container restarts it causes
         "recovery": contract.recovery,
-        "livez": contract.recovery == "report" and contract.metrics_port is not None,
+        "livez": _livez_probe(contract),
+        **LIVEZ_PROBES,
     }
     outputs: list[tuple[str, str]] = []
     if flags.kind in ("all", "deployment"):
@@ -166,6 +170,47 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         slicing = {"replicas": slices, "namespace": namespace, "name": name}
         outputs.append(_render("time-slicing", slicing=slicing))
     return outputs
+
+
+# The recovery rule's probes on /livez (templates/k8s/_container.yaml.j2 says why): the startup
+# probe gives the program STARTUP_PERIOD_S x STARTUP_FAILURES to import TensorFlow (the metrics
+# server listens from then on), the liveness probe then restarts a process stuck at its cap.
+STARTUP_PERIOD_S = 10
+STARTUP_FAILURES = 60
+LIVEZ_PROBES = {
+    "startup_period_s": STARTUP_PERIOD_S,
+    "startup_failures": STARTUP_FAILURES,
+    "startup_budget_s": STARTUP_PERIOD_S * STARTUP_FAILURES,
+    "livez_timeout_s": 5,
+}
+
+
+def _livez_probe(contract: k8s_env.PodEnv) -> bool:
+    """Whether the pods get the recovery rule's /livez probes (`report`, with metrics); refused
+    when the metrics server would listen on the pod's loopback, where no kubelet probe reaches
+    it: every probe would fail and the pod restart for ever."""
+    if contract.recovery != "report" or contract.metrics_port is None:
+        return False
+    addr = dict(contract.env).get("TF_GPU_METRICS_ADDR", "").strip()
+    if addr and _is_loopback(addr):
+        raise UsageError(
+            f"--env TF_GPU_METRICS_ADDR={addr!r} keeps the metrics server on the pod's loopback, "
+            "where the kubelet cannot reach the liveness probe of the recovery rule "
+            "(TF_GPU_RECOVER_ACTION=report: /livez on the metrics port): accepted: an address "
+            "the kubelet reaches, 0.0.0.0 or :: (the default, 0.0.0.0, when it is not set), or "
+            "TF_GPU_RECOVER_ACTION=exit (no probe); example: --env TF_GPU_METRICS_ADDR=0.0.0.0"
+        )
+    return True
+
+
+def _is_loopback(addr: str) -> bool:
+    """127.0.0.0/8, ::1, and IPv4 loopback written as an IPv6-mapped address (::ffff:127.0.0.1)."""
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return False  # not an address: the runtime's parser has refused it already
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def _refuse_control_characters(flags: Flags) -> None:
