@@ -1,7 +1,8 @@
 """The in-process hook, imported by `tfgpu-hook.pth` at every interpreter start.
 
 It puts a tiny finder at the front of `sys.meta_path`. The finder ignores every import
-but `tensorflow`; for that one it wraps the real loader so that, right after
+but `tensorflow` (and `keras`, and pip's resolver module, whose refusal of an image's pin gets
+the override hint: tfgpu.pip_hint); for `tensorflow` it wraps the real loader so that, right after
 `tensorflow/__init__.py` has finished (also when `import keras` pulls TensorFlow in), the
 configuration from the environment is applied through `tf.config`, before user code can
 create a tensor. A bad value stops there, as `tfgpu run` stops at the door (for a Kubernetes
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
 
 # `keras` too: with `import keras`, TensorFlow finishes importing while keras is still half
 # initialised, so the Keras part (mixed precision) waits until keras itself has finished.
-_TARGETS = ("tensorflow", "keras")
+# pip's resolver: its refusal of a pin of the image gets the override hint (tfgpu.pip_hint).
+_PIP_FACTORY = "pip._internal.resolution.resolvelib.factory"
+_TARGETS = ("tensorflow", "keras", _PIP_FACTORY)
 # Read by `tfgpu check`'s child process: did the hook fire in this process?
 state = {"installed": False, "applied": False}
 _after_keras: "List[Callable[[], None]]" = []  # to run once keras/__init__ has finished
@@ -59,6 +62,14 @@ class _Loader:
 
     def exec_module(self, module: object) -> None:
         self._loader.exec_module(module)  # type: ignore[attr-defined]
+        if getattr(module, "__name__", "") == _PIP_FACTORY:
+            try:
+                from tfgpu.pip_hint import install as hint_pip
+
+                hint_pip(module)
+            except Exception:  # never break pip
+                pass
+            return
         if getattr(module, "__name__", "") == "keras":
             while _after_keras:
                 _after_keras.pop(0)()

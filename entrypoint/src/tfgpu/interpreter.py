@@ -108,7 +108,9 @@ def python_of(command: "List[str]", environ: "Mapping[str, str]") -> "Optional[L
     if not words:
         return None
     if os.path.basename(words[0]) == "env":
-        words = [w for w in words[1:] if not w.startswith("-")]  # `env -S python3 -u`
+        words = words[1:]
+        while words and words[0].startswith("-"):  # env's own options: `env -S python3 -u`
+            words = words[1:]
         if not words:
             return None
         found = which(words[0], environ)
