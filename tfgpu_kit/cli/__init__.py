@@ -12,7 +12,18 @@ import sys
 from collections.abc import Sequence
 
 from tfgpu_kit import log as kitlog
-from tfgpu_kit.cli import bake, build, driver_check, k8s, lock, matrix, plan, render, verify
+from tfgpu_kit.cli import (
+    bake,
+    build,
+    driver_check,
+    k8s,
+    lock,
+    matrix,
+    plan,
+    render,
+    sbom,
+    verify,
+)
 from tfgpu_kit.cli.command import Command
 from tfgpu_kit.errors import EXIT_IO, EXIT_USAGE, KitError
 from tfgpu_kit.yamlfile import shown
@@ -24,6 +35,7 @@ COMMANDS: tuple[Command, ...] = (
     render.COMMAND,
     build.COMMAND,
     verify.COMMAND,
+    sbom.COMMAND,
     bake.COMMAND,
     lock.COMMAND,
     plan.COMMAND,
