@@ -21,6 +21,20 @@ class Check:
     name: str
     ok: bool
     detail: str
+    # False: this could not be checked here (the detail says why): neither passed nor failed
+    checked: bool = True
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON of the check: `ok` is null for one that could not be checked."""
+        return {"name": self.name, "ok": self.ok if self.checked else None, "detail": self.detail}
+
+    @property
+    def verdict(self) -> str:
+        return "not checked" if not self.checked else "ok" if self.ok else "FAIL"
+
+
+def not_checked(name: str, why: str) -> Check:
+    return Check(name, False, why, checked=False)
 
 
 @dataclass(frozen=True)
@@ -281,4 +295,4 @@ def _applied(report: CheckReport) -> Check:
 
 
 def failures(checks: list[Check]) -> list[Check]:
-    return [c for c in checks if not c.ok]
+    return [c for c in checks if c.checked and not c.ok]

@@ -159,7 +159,9 @@ def collect(c: Any, ref: str, *, fake_driver: Path | None) -> Observed:
     labels = dict(config.get("Labels") or {})
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     size = int(image.attrs.get("Size") or 0)
-    gpu = probe_gpu(c, image.id, env, fake_driver) if fake_driver is not None else None
+    # no probe of an arm64 (Jetson) image: the fake driver is x86-64 (tfgpu_kit.verify.jetson)
+    arm64 = labels.get("io.tfgpu.platform") == "linux/arm64"
+    gpu = probe_gpu(c, image.id, env, fake_driver) if fake_driver and not arm64 else None
     try:
         code, stdout, stderr_text = _run(
             c, image.id, CHECK_TIMEOUT_S, **_runtime_options("io.tfgpu.tensorflow" in labels)
