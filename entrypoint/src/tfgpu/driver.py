@@ -37,16 +37,19 @@ def version_tuple(text: "Optional[str]") -> "Optional[Tuple[int, ...]]":
         return None
     rest = text.lstrip()  # str.isspace, as `\s`
     parts: List[int] = []
+    start = 0  # an index, not `rest = rest[end + 1:]`: slicing each part off was quadratic
     while True:
-        end = 0
+        end = start
         while end < len(rest) and rest[end].isdecimal():  # `\d`: Unicode category Nd
             end += 1
-        if end == 0:
+        if end == start:
             break
-        parts.append(int(rest[:end]))
+        if end - start > 4300:  # int() would raise (CPython's limit); no version is this long
+            return None
+        parts.append(int(rest[start:end]))
         if rest[end : end + 1] != "." or not rest[end + 1 : end + 2].isdecimal():
             break
-        rest = rest[end + 1 :]
+        start = end + 1
     return tuple(parts) if parts else None
 
 

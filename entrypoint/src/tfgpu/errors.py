@@ -11,6 +11,24 @@ EXIT_BROKEN = 1  # `check` found something broken
 EXIT_USAGE = 2  # bad command line (argparse uses 2 too)
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: TF_GPU_REQUIRED=true and no usable GPU
 EXIT_CONFIG = 78  # EX_CONFIG: bad configuration
+SHOWN_CHARS = 200  # of a value in a message: a 4,300-digit or 8 MiB value is not echoed whole
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable written as repr() writes it (`\\n`,
+    `\\x1b`, `\\u2028`): user text reaches logs and terminals as one line that cannot forge
+    another (`\\ntfgpu: error: …`) or move the cursor. Printable text, the usual case, is
+    returned as it is (one pass; no `re` at start-up)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(value: str) -> str:
+    """A user's value as messages quote it: repr() (quoted, escaped), cut at SHOWN_CHARS."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}… ({len(value)} characters)"
 
 
 class TfgpuError(Exception):
@@ -40,10 +58,11 @@ class ConfigError(TfgpuError, ValueError):
 
     @property
     def message(self) -> str:
-        why = f" ({self.why})" if self.why else ""
+        why = f" ({printable(self.why)})" if self.why else ""
+        variable = printable(self.variable)
         return (
-            f"{self.variable}={self.value!r} is not valid{why}: accepted: {self.accepted}; "
-            f"example: {self.variable}={self.example}"
+            f"{variable}={shown(self.value)} is not valid{why}: accepted: "
+            f"{printable(self.accepted)}; example: {variable}={printable(self.example)}"
         )
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ import sys
 
 from tfgpu import is_disabled
 from tfgpu.errors import EXIT_CONFIG, EXIT_USAGE, ConfigError
-from tfgpu.settings import is_ascii_number, parse_bool
+from tfgpu.settings import is_ascii_number, parse_bool, whole_number
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -92,11 +92,11 @@ def _seconds(variable: str, value: str, low: int, example: str) -> int:
         unit = text[-1:].isalpha() and is_ascii_number(text[:-1].strip())
         why = "seconds without a unit, e.g. 1h = 3600" if unit else ""
         raise ConfigError(variable, value, accepted, example, why=why)
-    seconds = int(text)
+    seconds = whole_number(text, MAX_SECONDS)  # bounded before int(): 4,300 digits raise
+    if seconds is None:
+        raise ConfigError(variable, value, accepted, example, why="longer than a week")
     if seconds < low:
         raise ConfigError(variable, value, accepted, example, why=f"at least {low} s")
-    if seconds > MAX_SECONDS:
-        raise ConfigError(variable, value, accepted, example, why="longer than a week")
     return seconds
 
 

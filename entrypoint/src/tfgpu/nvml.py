@@ -8,6 +8,8 @@ CUDA_VISIBLE_DEVICES; `visible_gpus` maps CUDA's view onto NVML's devices.
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import os
 
+from tfgpu.settings import whole_number
+
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from types import ModuleType
@@ -179,10 +181,13 @@ def visible_gpus(
     out: List[Optional[Gpu]] = []
     for entry in visible:
         if entry.isdigit():
-            i = int(entry)
+            # bounded before int() (4,300 digits raise): any index past the GPUs is past them
+            found = whole_number(entry, len(report.gpus))
+            i = len(report.gpus) if found is None else found
             if i >= len(report.gpus):
                 notes.append(
-                    f"CUDA_VISIBLE_DEVICES names GPU {i}, but only {len(report.gpus)} exist; "
+                    f"CUDA_VISIBLE_DEVICES names GPU {entry[:20]}, but only {len(report.gpus)} "
+                    "exist; "
                     "CUDA hides it and every entry after it"
                 )
                 break

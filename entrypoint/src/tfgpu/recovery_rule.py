@@ -3,7 +3,9 @@ is judged stuck, and what it then does. Pure parsing, stdlib only (imported by t
 the watching itself is tfgpu.recovery).
 
     TF_GPU_RECOVER_AT=95%       on: a logical GPU's in-use bytes at or above 95 % of its cap …
-    TF_GPU_RECOVER_AFTER=5m     … at every sample for 5 minutes (default 5m) makes it stuck
+    TF_GPU_RECOVER_AFTER=5m     … at every sample for 5 minutes (default 5m) makes it stuck:
+                                from 1s to 7d, in seconds (300, 300s), minutes (5m), hours
+                                (1h) or days (7d)
     TF_GPU_RECOVER_ACTION=exit  then: `exit` = one line, exit code 75, so Docker's restart
                                 policy restarts it; `report` (default) = /livez answers 503, so
                                 a Kubernetes liveness probe restarts it
@@ -33,8 +35,12 @@ DEFAULT_AFTER_S = 300.0
 MAX_AFTER_S = 7 * 24 * 3600.0
 
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%", re.ASCII)
-_DURATION = re.compile(r"(\d+)\s*(s|m|h)?", re.ASCII | re.IGNORECASE)
-_SECONDS = {"s": 1, "m": 60, "h": 3600}
+# At most 7 digits before conversion: 7 days is 604800 s (and int() of 4,300 digits raises).
+_DURATION = re.compile(r"0*(\d{1,7})\s*(s|m|h|d)?", re.ASCII | re.IGNORECASE)
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+AFTER_ACCEPTED = (
+    "a duration from 1s to 7 days: seconds (300, 300s), minutes (5m), hours (1h) or days (7d)"
+)
 
 
 class RecoveryRule:
@@ -66,7 +72,7 @@ class RecoveryRule:
 
 
 def format_duration(seconds: float) -> str:
-    for unit, size in (("h", 3600), ("m", 60)):
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
@@ -84,12 +90,7 @@ def parse_after(value: str) -> float:
     m = _DURATION.fullmatch(value.strip())
     seconds = float(int(m.group(1)) * _SECONDS[(m.group(2) or "s").lower()]) if m else 0.0
     if not 1 <= seconds <= MAX_AFTER_S:
-        raise ConfigError(
-            AFTER,
-            value,
-            "a duration from 1s to 7 days: seconds (300, 300s), minutes (5m) or hours (1h)",
-            "5m",
-        )
+        raise ConfigError(AFTER, value, AFTER_ACCEPTED, "5m")
     return seconds
 
 

@@ -18,10 +18,11 @@ Grammar (documented in docs/runtime.md):
 # when one of their variables is set (_wants), or when their names are asked for (__getattr__).
 from tfgpu import is_disabled
 from tfgpu.errors import ConfigError
+from tfgpu.names import strangers
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
-    from typing import Callable, Dict, List, Mapping, Optional, Tuple
+    from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
     from tfgpu.recovery_rule import RecoveryRule
     from tfgpu.tf_config import TfConfig
@@ -285,11 +286,25 @@ def is_ascii_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def whole_number(text: str, high: int) -> "Optional[int]":
+    """int(text) for ASCII digits whose value is at most `high`, else None. The length is judged
+    before int() converts: int() of more than 4,300 digits raises (CPython's limit on
+    quadratic-time conversion), and even below it costs time on a value no bound admits.
+    Leading zeros are allowed, as int() allows them."""
+    if not is_ascii_number(text):
+        return None
+    digits = text.lstrip("0")
+    if len(digits) > len(str(high)):
+        return None
+    number = int(digits or "0")
+    return number if number <= high else None
+
+
 def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> int:
-    v = value.strip()
-    if not is_ascii_number(v) or not 1 <= int(v) <= MAX_CPU_DEVICES:
+    number = whole_number(value.strip(), MAX_CPU_DEVICES)
+    if number is None or number < 1:
         raise ConfigError(variable, value, f"a whole number from 1 to {MAX_CPU_DEVICES}", "4")
-    return int(v)
+    return number
 
 
 METRICS_PORT_ACCEPTED = "a TCP port from 1 to 65535 (ASCII digits), or 0 for no metrics"
@@ -300,12 +315,10 @@ def parse_metrics_port(value: str, variable: str = "TF_GPU_METRICS_PORT") -> "Op
     """The port the hook serves metrics on; None for `0` ("off", as `build.py k8s
     --metrics-port 0` writes it). Port 0 to a server would mean a random port nobody can
     scrape, so it cannot mean anything else."""
-    text = value.strip()
-    if is_ascii_number(text) and int(text) == 0:
-        return None
-    if not is_ascii_number(text) or not 1 <= int(text) <= 65535:
+    port = whole_number(value.strip(), 65535)
+    if port is None:
         raise ConfigError(variable, value, METRICS_PORT_ACCEPTED, str(EXAMPLE_METRICS_PORT))
-    return int(text)
+    return port or None
 
 
 # Every interface by default: Prometheus scrapes the container or pod from outside it.
@@ -334,6 +347,7 @@ def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") ->
     error."""
     accepted = "comma-separated GPU indices (0,1), UUIDs (GPU-…, MIG-…), or -1 / empty for none"
     entries: List[str] = []
+    seen: Set[str] = set()  # not `entry in entries`: quadratic (23,685 entries took 3.6 s)
     if not value.strip():
         return entries
     for raw in value.split(","):
@@ -343,8 +357,9 @@ def parse_visible_devices(value: str, variable: str = "CUDA_VISIBLE_DEVICES") ->
         if not is_visible_entry(entry):
             why = "use NVIDIA_VISIBLE_DEVICES for 'all'" if entry.lower() == "all" else ""
             raise ConfigError(variable, value, accepted, "0,1", why=why)
-        if entry in entries:
+        if entry in seen:
             raise ConfigError(variable, value, accepted, "0,1", why=f"{entry} is listed twice")
+        seen.add(entry)
         entries.append(entry)
     return entries
 
@@ -420,6 +435,7 @@ def parse_environment(environ: "Mapping[str, str]") -> "Settings":
         s.enabled = False
         return s
     s.sources.setdefault("TF_GPU_CONFIG", Setting("on", KIT_DEFAULT))
+    s.warnings.extend(stranger.warning() for stranger in strangers(environ))
     s.image = {key: environ[key].strip() for key in _IMAGE_KEYS if environ.get(key)}
     _parse_visible(s, environ, get)
     _parse_memory(s, environ, get)
@@ -467,6 +483,17 @@ def _parse_cluster(
     s.tf_config = cfg = tf_config.parse(get, environ, derived)
     if cfg is None:
         return
+    if cfg.port == s.metrics_port:  # two servers on one port: "Could not start gRPC server"
+        name = tf_config.PORT if cfg.built else tf_config.TF_CONFIG
+        value = environ.get(name) or str(cfg.port)
+        raise ConfigError(
+            name,
+            value,
+            "a port other than TF_GPU_METRICS_PORT's: the worker's gRPC server and the metrics "
+            "server each need their own",
+            str(tf_config.DEFAULT_PORT) if cfg.built else tf_config.TF_CONFIG_EXAMPLE,
+            why=f"TF_GPU_METRICS_PORT is {cfg.port} too",
+        )
     if not cfg.built:
         s.sources[tf_config.TF_CONFIG].note = "yours: validated, never replaced"
         unused = [name for name in tf_config.VARIABLES if environ.get(name, "").strip()]
@@ -578,13 +605,22 @@ def _parse_growth(
     kit_value = parse_bool("TF_GPU_MEMORY_GROWTH", kit) if kit is not None else None
     native_value: Optional[bool] = None
     if native is not None:
+        # TensorFlow compares the exact text: strcmp with "false" and "true", anything else is
+        # ignored with one log line (tensorflow/tensorflow e9ab4106db56d4767dff5e25600a1bd5ff1520bf,
+        # tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc, GetAllowGrowthValue). The
+        # same principle as TF_USE_LEGACY_KERAS (tfgpu.tf_config): TensorFlow's verdict, spaces
+        # included, or a refusal.
         if native not in ("true", "false"):
+            spaces = native.strip() in ("true", "false")
             raise ConfigError(
                 "TF_FORCE_GPU_ALLOW_GROWTH",
                 native,
-                "exactly true or false (lowercase)",
+                "exactly true or false (lowercase, no spaces)",
                 "true",
-                why="TensorFlow ignores anything else with only a log line; or use "
+                why="TensorFlow compares the exact text, spaces included, and ignores anything "
+                "else with only a log line; or use TF_GPU_MEMORY_GROWTH"
+                if spaces
+                else "TensorFlow ignores anything else with only a log line; or use "
                 "TF_GPU_MEMORY_GROWTH",
             )
         native_value = native == "true"

@@ -17,16 +17,25 @@ run` built (listed in TFGPU_DERIVED) is rebuilt from the variables, which it cam
 
 Keras: TensorFlow >= 2.16 gives Keras 3 as `tf.keras`, whose `model.fit` fails under
 MultiWorkerMirroredStrategy (keras-team/keras#20585); TF_USE_LEGACY_KERAS=1 gives tf-keras
-(Keras 2) instead. TensorFlow reads it when `tf.keras` is first used and treats anything but
-"true", "True" or "1" as off, silently (tensorflow/tensorflow, tensorflow/python/util/
-lazy_loader.py, KerasLazyLoader._initialize), so a value outside both lists is refused here.
+(Keras 2) instead. TensorFlow compares the exact text, and anything but "true", "True" or "1"
+is off, silently: `_os.environ.get("TF_USE_LEGACY_KERAS", None) in ("true", "True", "1")`
+(tensorflow/tensorflow 1fac14e15266f3e0734ca59215393a388b3cf9cd, tensorflow/
+api_template.__init__.py; the same test in tensorflow/python/util/lazy_loader.py,
+KerasLazyLoader). So " 1" or "1 " is Keras 3 there, and is refused here (never reported as
+tf-keras), as is any value outside both lists. TF_FORCE_GPU_ALLOW_GROWTH is judged by the same
+principle (tfgpu.settings): the exact text TensorFlow compares.
+
+The cluster's grammar is one: TF_CONFIG's addresses are judged as TF_GPU_WORKER_HOSTS and
+TF_GPU_WORKER_PORT are (RFC 1123 host names in ASCII, ports 1-65535), an address listed twice
+is refused, and each wrong type is named as what it is ("task.index must be an integer").
 """
 
 from __future__ import annotations
 
 import re
 
-from tfgpu.errors import ConfigError
+from tfgpu.errors import ConfigError, printable
+from tfgpu.settings import whole_number
 
 TYPE_CHECKING = False  # not `from typing import …`: tfgpu run imports this at start-up
 if TYPE_CHECKING:
@@ -42,7 +51,13 @@ LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
 JOB_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
 PLACEHOLDER = "{index}"
 DEFAULT_PORT = 2222  # the port TensorFlow's own distributed examples use
-MAX_WORKERS = 10000
+# One bound for the door and `build.py k8s --workers` (tfgpu_kit.k8s_workers): far above any one
+# collective's size. The TF_CONFIG the kit builds is bounded too (MAX_TF_CONFIG_BYTES).
+MAX_WORKERS = 1000
+# Linux refuses an exec whose any one environment string is over 128 KiB (MAX_ARG_STRLEN: E2BIG,
+# "Argument list too long"): 10000 workers made a 239 kB TF_CONFIG and every later subprocess
+# failed. Half of that leaves room for the rest of the environment.
+MAX_TF_CONFIG_BYTES = 64 * 1024
 
 _LEGACY_ON = ("true", "True", "1")  # exactly TensorFlow's list (module doc)
 _LEGACY_OFF = ("false", "False", "0")
@@ -93,42 +108,48 @@ class TfConfig:
         return self.cluster[self.task_type][self.index]
 
     @property
+    def port(self) -> int:
+        """This task's own port (its address is validated: host:port)."""
+        return int(self.address.rpartition(":")[2])
+
+    @property
     def peers(self) -> List[str]:
         return [a for role in self.cluster.values() for a in role if a != self.address]
 
     def explain(self) -> str:
         """One line for `tfgpu show` and `tfgpu run`."""
         whose = "built by the kit" if self.built else "your TF_CONFIG, validated"
-        size = ", ".join(f"{len(v)} {k}" for k, v in self.cluster.items())
+        size = ", ".join(f"{len(v)} {printable(k)}" for k, v in self.cluster.items())
         peers = ", ".join(self.peers) or "none"
-        return (
-            f"{self.task_type} {self.index} of {size} at {self.address} ({whose}); peers: {peers}"
-        )
+        role = printable(self.task_type)
+        return f"{role} {self.index} of {size} at {self.address} ({whose}); peers: {peers}"
 
 
 def parse_legacy_keras(value: str) -> bool:
-    text = value.strip()
-    if text in _LEGACY_ON:
+    """TensorFlow's verdict on the exact text (module doc); a value it would read as off
+    although it looks like on (" 1", "TRUE", "yes") is refused."""
+    if value in _LEGACY_ON:
         return True
-    if text in _LEGACY_OFF:
+    if value in _LEGACY_OFF:
         return False
-    raise ConfigError(
-        LEGACY_KERAS, value, LEGACY_ACCEPTED, "1", why="TensorFlow would silently read it as off"
-    )
+    why = "TensorFlow would silently read it as off and give Keras 3"
+    if value.strip() in _LEGACY_ON + _LEGACY_OFF:
+        why += ": it compares the exact text, spaces included"
+    raise ConfigError(LEGACY_KERAS, value, LEGACY_ACCEPTED + ", exactly", "1", why=why)
 
 
 def parse_workers(value: str) -> int:
-    text = value.strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_WORKERS:
+    count = whole_number(value.strip(), MAX_WORKERS)
+    if count is None or count < 1:
         raise ConfigError(WORKERS, value, f"a whole number of workers from 1 to {MAX_WORKERS}", "2")
-    return int(text)
+    return count
 
 
-def parse_port(value: str) -> int:
-    text = value.strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:
-        raise ConfigError(PORT, value, "a TCP port from 1 to 65535", str(DEFAULT_PORT))
-    return int(text)
+def parse_port(value: str, variable: str = PORT) -> int:
+    port = whole_number(value.strip(), 65535)
+    if port is None or port < 1:
+        raise ConfigError(variable, value, "a TCP port from 1 to 65535", str(DEFAULT_PORT))
+    return port
 
 
 def parse_index(variable: str, value: str, workers: int) -> int:
@@ -136,9 +157,10 @@ def parse_index(variable: str, value: str, workers: int) -> int:
     accepted = f"a worker index from 0 to {workers - 1} ({WORKERS}={workers})"
     if not (text.isascii() and text.isdigit()):
         raise ConfigError(variable, value, accepted, "0")
-    if int(text) >= workers:
+    index = whole_number(text, workers - 1)
+    if index is None:
         raise ConfigError(variable, value, accepted, "0", why=f"only {workers} workers")
-    return int(text)
+    return index
 
 
 def _valid_host(host: str) -> bool:
@@ -149,6 +171,14 @@ def parse_hosts(value: str, workers: int) -> List[str]:
     """The workers' host names, in index order: a pattern expanded, or a list of exactly
     `workers` names."""
     text = value.strip()
+    if PLACEHOLDER not in text and ("{" in text or "}" in text):
+        raise ConfigError(
+            HOSTS,
+            value,
+            HOSTS_ACCEPTED,
+            HOSTS_EXAMPLE,
+            why=f"the pattern's placeholder is {PLACEHOLDER}, written exactly so",
+        )
     if PLACEHOLDER in text:
         if text.count(PLACEHOLDER) != 1 or "," in text:
             raise ConfigError(
@@ -181,12 +211,51 @@ def build(workers: int, hosts: List[str], index: int, port: int, index_from: str
     cluster = {"worker": [f"{h}:{port}" for h in hosts]}
     doc = {"cluster": cluster, "task": {"type": "worker", "index": index}}
     value = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+    if len(value.encode()) > MAX_TF_CONFIG_BYTES:
+        raise ConfigError(
+            WORKERS,
+            str(workers),
+            f"workers whose TF_CONFIG (every worker's host:port) fits in "
+            f"{MAX_TF_CONFIG_BYTES // 1024} KiB: fewer workers or shorter host names",
+            "2",
+            why=f"their TF_CONFIG would be {len(value.encode())} bytes: Linux refuses to start "
+            "a program whose environment holds one string over 128 KiB (E2BIG)",
+        )
     return TfConfig(value, True, "worker", index, cluster, index_from)
+
+
+def _kind(item: object) -> str:
+    """What a JSON value is, in words: never its repr(), which could be megabytes deep."""
+    if isinstance(item, bool):
+        return "true/false"
+    if isinstance(item, (int, float)):
+        return "a number"
+    if isinstance(item, str):
+        return "a string"
+    if isinstance(item, list):
+        return "a list"
+    return "null" if item is None else "an object"
+
+
+def _valid_address(address: str) -> bool:
+    """`host:port` as TF_GPU_WORKER_HOSTS and TF_GPU_WORKER_PORT judge them (or `[IPv6]:port`)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or whole_number(port, 65535) in (None, 0):
+        return False
+    if host.startswith("[") and host.endswith("]"):
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(host[1:-1]).version == 6
+        except ValueError:
+            return False
+    return _valid_host(host)
 
 
 def parse_user_tf_config(value: str) -> TfConfig:
     """A TF_CONFIG the user set: TensorFlow's TFConfigClusterResolver would fail late (or, with an
-    index outside its cluster, wait for a worker that never comes); this refuses it at the door."""
+    index outside its cluster, wait for a worker that never comes); this refuses it at the door.
+    Every part of the message that comes from the value is escaped (tfgpu.errors.printable)."""
 
     def refuse(why: str) -> ConfigError:
         return ConfigError(TF_CONFIG, value, TF_CONFIG_ACCEPTED, TF_CONFIG_EXAMPLE, why=why)
@@ -195,31 +264,47 @@ def parse_user_tf_config(value: str) -> TfConfig:
 
     try:
         doc: Any = json.loads(value)
+    except RecursionError:  # json's C scanner recurses once per level of nesting
+        raise refuse("nested too deeply") from None
     except ValueError as e:
         raise refuse(f"not JSON: {e}") from None
     if not isinstance(doc, dict):
-        raise refuse("not a JSON object")
+        raise refuse(f"not a JSON object but {_kind(doc)}")
     cluster, task = doc.get("cluster"), doc.get("task")
     if not isinstance(cluster, dict) or not cluster:
         raise refuse("no 'cluster' object")
+    seen: Dict[str, str] = {}
     for role, addresses in cluster.items():
+        where = f"cluster.{printable(role)}"
         if not isinstance(addresses, list) or not addresses:
-            raise refuse(f"cluster.{role} is not a non-empty list")
+            raise refuse(f"{where} is not a non-empty list but {_kind(addresses)}")
         for address in addresses:
-            host, sep, port = str(address).rpartition(":")
-            if not isinstance(address, str) or not sep or not host or not port.isdigit():
-                raise refuse(f"cluster.{role} holds {address!r}, not 'host:port'")
+            if not isinstance(address, str):
+                raise refuse(f"{where} holds {_kind(address)}, not a 'host:port' string")
+            if not _valid_address(address):
+                raise refuse(
+                    f"{where} holds {address[:100]!r}, not 'host:port' with a host "
+                    "name of ASCII letters, digits, '-' and '.' and a port from 1 to 65535"
+                )
+            key = address.lower()
+            if key in seen:
+                raise refuse(f"{address[:100]!r} is listed twice ({seen[key]} and {where})")
+            seen[key] = where
     if not isinstance(task, dict):
         raise refuse("no 'task' object")
     task_type, index = task.get("type"), task.get("index", 0)
+    if not isinstance(task_type, str):
+        raise refuse(f"task.type must be a string (a role of the cluster), not {_kind(task_type)}")
     if task_type not in cluster:
-        raise refuse(f"task.type {task_type!r} is not a role of the cluster")
-    if type(index) is not int or not 0 <= index < len(cluster[task_type]):
+        raise refuse(f"task.type {task_type[:100]!r} is not a role of the cluster")
+    if type(index) is not int:  # not bool (True == 1), float (1.0) nor a string ("1")
+        raise refuse(f"task.index must be an integer, not {_kind(index)}")
+    if not 0 <= index < len(cluster[task_type]):
         raise refuse(
-            f"task.index {index!r} is outside cluster.{task_type} "
+            f"task.index {index} is outside cluster.{printable(task_type)} "
             f"({len(cluster[task_type])} entries)"
         )
-    return TfConfig(value, False, str(task_type), index, cluster)
+    return TfConfig(value, False, task_type, index, cluster)
 
 
 def parse(
