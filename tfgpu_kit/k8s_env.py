@@ -12,10 +12,12 @@ requires."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfgpu.errors import ConfigError
+from tfgpu.errors import ConfigError, printable, shown
+from tfgpu.names import strangers
 from tfgpu.settings import (
     EXAMPLE_METRICS_PORT,
     Settings,
@@ -28,6 +30,8 @@ from tfgpu.settings import (
 
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.name_rules import ENV_NAME, refuse_control
+
+_log = logging.getLogger(__name__)
 
 # variable -> (its flag, the runtime's parser of it (value, variable), an example value)
 FLAGGED: dict[str, tuple[str, Callable[[str, str], object], str]] = {
@@ -137,6 +141,7 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
         settings = parse_environment(dict(env))
     except ConfigError as error:
         raise _refusal(source.get(error.variable, f"--env {error.variable}"), error) from None
+    _check_names(dict(env))
     if not settings.enabled:
         return settings
     # tfgpu.device_plan: one value for every GPU, or exactly one per visible GPU
@@ -152,3 +157,19 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
                 f"({gpus}); example: {_given(label, FLAGGED[variable][2])}"
             )
     return settings
+
+
+def _check_names(env: dict[str, str]) -> None:
+    """A name of the kit's prefixes that the runtime does not know (tfgpu.names): refused when
+    it is likely a typo of a known one (`TF_GPU_MEM_LMIT`, `tf_gpu_mem_limit`), as `plan`
+    refuses it in the manifest; a warning when no known name is close."""
+    for stranger in strangers(env):
+        if stranger.closest is None:
+            _log.warning("--env %s: %s", printable(stranger.name), stranger.warning())
+            continue
+        raise UsageError(
+            f"--env {printable(stranger.name)}={shown(stranger.value)} is not valid "
+            f"({printable(stranger.why())}): accepted: a variable the kit or TensorFlow reads "
+            f"(docs/runtime.md lists the kit's); example: --env "
+            f"{stranger.closest}={printable(stranger.value)[:40]}"
+        )

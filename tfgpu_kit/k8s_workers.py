@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 
 from tfgpu import tf_config
-from tfgpu.errors import ConfigError
+from tfgpu.errors import ConfigError, shown
 from tfgpu.settings import parse_environment
 
 from tfgpu_kit import name_rules
@@ -22,9 +22,33 @@ from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import whole_number
 from tfgpu_kit.k8s_flags import JOBSET_JOB, Flags, Workers
 
-MAX_WORKERS = 1000  # far above any one collective's size; a typo beyond it
+MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
 # What --workers sets in each pod; given again with --env, the pod would hold two values.
 OWNED = (*tf_config.VARIABLES, tf_config.TF_CONFIG, tf_config.LEGACY_KERAS)
+
+
+def refuse_owned(flags: Flags) -> None:
+    """--env of a variable --workers sets, refused before anything parses the environment (the
+    runtime's parser would otherwise judge the half-given set: "TF_GPU_WORKER_HOSTS is not
+    set"). JOB_COMPLETION_INDEX too: Kubernetes sets it per pod of the Indexed Job, unless the
+    container's env names it; then every worker would be the same worker."""
+    given = dict(item.partition("=")[::2] for item in flags.env)
+    count = flags.workers
+    for name in OWNED:
+        if name in given:
+            raise UsageError(
+                f"--env {name}={shown(given[name])} and --workers {shlex.quote(str(count))}: "
+                f"--workers sets {name} in each worker; accepted: one of them; example: "
+                f"--workers {shlex.quote(str(count))}"
+            )
+    if tf_config.JOB_INDEX in given:
+        raise UsageError(
+            f"--env {tf_config.JOB_INDEX}={shown(given[tf_config.JOB_INDEX])} and --workers "
+            f"{shlex.quote(str(count))}: Kubernetes sets {tf_config.JOB_INDEX} in each pod of the "
+            "Indexed Job (0, 1, …), and a value in the container's env would replace it, so "
+            "every worker would have one index; accepted: leaving it out; example: --workers "
+            f"{shlex.quote(str(count))}"
+        )
 
 
 def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:

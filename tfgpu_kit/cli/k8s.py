@@ -10,6 +10,7 @@ from typing import Any
 
 from tfgpu_kit import k8s_manifests
 from tfgpu_kit.cli.command import Command
+from tfgpu_kit.k8s_workers import MAX_WORKERS
 
 NAME = "k8s"
 HELP = (
@@ -79,7 +80,8 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "--completions": dict(metavar="N", help="Job completions (default 1)"),
         "--workers": dict(
             metavar="N",
-            help="Job: N workers training one model with MultiWorkerMirroredStrategy: an "
+            help=f"Job: N workers (1 to {MAX_WORKERS}, as the runtime's TF_GPU_WORKERS) "
+            "training one model with MultiWorkerMirroredStrategy: an "
             "Indexed Job and its headless Service; each pod's runtime builds TF_CONFIG, tf.keras "
             "is tf-keras",
         ),

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tfgpu.errors import ConfigError
+from tfgpu.names import JOB_INDEX
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.fleet_budget import caps as caps_mod
@@ -232,6 +233,10 @@ def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
             "ask for GPUs the host has (device_ids, count, NVIDIA_VISIBLE_DEVICES), or "
             "give the host's GPU count with --gpu-count N",
         )
+    shared = _shared_index(workload)
+    if shared is not None:
+        report(shared[0], shared[1])
+        ok = False
     has_cap = any(name in workload.env for name in CAP_VARIABLES)
     for item in workload.unresolved:
         if item.what in (*CAP_VARIABLES, "TF_GPU_CONFIG") or (
@@ -249,6 +254,33 @@ def _resolvable(workload: Workload, problems: list[Problem]) -> bool:
         elif item.what not in ("env_file", "envFrom"):
             report(f"{item.what}: {item.why}", "", severity="warning")
     return ok
+
+
+def _shared_index(workload: Workload) -> tuple[str, str] | None:
+    """(what, fix) when the replicas of one multi-worker workload would all be the same worker:
+    the index the runtime reads (TF_GPU_WORKER_INDEX, else JOB_COMPLETION_INDEX) is one literal
+    of the file, not Kubernetes' per-pod value; or one TF_CONFIG names one task for all. Run,
+    worker 0 exits with a coordination-service error and the others hang (issue 30)."""
+    env = workload.env
+    if workload.replicas <= 1:
+        return None
+    if env.get("TF_CONFIG", "").strip():
+        return (
+            f"its {workload.replicas} replicas share one TF_CONFIG, so all are the same task",
+            f"give each worker its own TF_CONFIG, or set TF_GPU_WORKERS in an Indexed Job "
+            f"({workload.fix_hint})",
+        )
+    if not env.get("TF_GPU_WORKERS", "").strip():
+        return None
+    for name in ("TF_GPU_WORKER_INDEX", JOB_INDEX):
+        if env.get(name, "").strip() and not (name == JOB_INDEX and workload.index_per_pod):
+            return (
+                f"its {workload.replicas} replicas are {env['TF_GPU_WORKERS'].strip()} "
+                f"workers, but {name}={env[name]!r} gives them all one index",
+                f"remove {name} from {workload.fix_hint}: run the workers as an Indexed Job, "
+                f"whose pods Kubernetes numbers ({JOB_INDEX}), or one service per worker",
+            )
+    return None
 
 
 def _off(entry: Entry) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tfgpu import device_plan as runtime_plan
+from tfgpu import names as runtime_names
 from tfgpu import settings as runtime_settings
 
 
@@ -27,6 +28,7 @@ class ProcessCaps:
 def resolve(env: Mapping[str, str], totals: Sequence[float]) -> ProcessCaps:
     """Caps for a process whose visible GPUs have `totals` MiB each (percentages resolve
     against them). Raises tfgpu.errors.ConfigError for a value the runtime refuses."""
+    runtime_names.refuse_strangers(env)  # a misspelt name: refused here, warned about at the door
     settings = runtime_settings.parse_environment(env)
     if not settings.enabled:
         return ProcessCaps([None] * len(totals), None, enabled=False)

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import re
 
-# Variables that decide a process's GPUs or caps. Everything else is ignored, so an
-# interpolated password or token never makes a plan fail.
+from tfgpu.names import JOB_INDEX
+
+# Variables that decide a process's GPUs or caps, or that the runtime reads (its contract,
+# TensorFlow's, the worker index) or checks the names of (tfgpu.names: `tf_gpu_mem_limit`, a
+# misspelt CUDA_VISIBLE_DEVICES). Everything else is ignored, so an interpolated password or token
+# never makes a plan fail.
 GPU_SELECTION = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 CAP_VARIABLES = ("TF_GPU_MEM_LIMIT", "TF_GPU_VIRTUAL_DEVICES")
+_PREFIXES = ("TF_", "TFGPU_", "CUDA_")
 
 
 def relevant(name: str) -> bool:
-    return name.startswith("TF_") or name in GPU_SELECTION
+    return name.upper().startswith(_PREFIXES) or name in GPU_SELECTION or name == JOB_INDEX
 
 
 # `$$` is compose's escape for a literal dollar; `$NAME` and `${…}` interpolate.

@@ -275,7 +275,9 @@ def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Ma
 def _worker_index(workload: Workload, pods: int, cluster: Cluster) -> None:
     """An Indexed Job: Kubernetes sets JOB_COMPLETION_INDEX in each pod, which the runtime reads
     (TF_GPU_WORKERS, tfgpu.tf_config); the last index is the one that can be out of range."""
-    workload.env.setdefault("JOB_COMPLETION_INDEX", str(max(pods - 1, 0)))
+    if "JOB_COMPLETION_INDEX" not in workload.env:  # a container's own value replaces Kubernetes'
+        workload.env["JOB_COMPLETION_INDEX"] = str(max(pods - 1, 0))
+        workload.index_per_pod = True
     cluster.notes.append(
         f"{shown(workload.who)}: an Indexed Job of {pods} pod(s) (multi-worker training when "
         "TF_GPU_WORKERS is set): each pod is budgeted as any pod, with its own caps, on the "

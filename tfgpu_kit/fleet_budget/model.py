@@ -54,6 +54,9 @@ class Workload:
     processes: int = 1  # TensorFlow processes per replica (label io.tfgpu.processes)
     notes: list[str] = field(default_factory=list)
     fix_hint: str = "environment:"  # where the user sets a variable, for messages
+    # JOB_COMPLETION_INDEX is Kubernetes' own, one per pod (an Indexed Job whose container does
+    # not set it): the pods of one workload can be different workers
+    index_per_pod: bool = False
 
 
 @dataclass(frozen=True)
