@@ -1,12 +1,16 @@
 """`python -m tests.base_standins build [NAME …] [--force]`: NAME is cuda, gpu-2.21.0, gpu-2.17.0,
-jupyter (CUDA 12.3), cuda11, gpu-2.14.0, gpu-2.15.0 (CUDA 11.8); default: all."""
+jupyter (CUDA 12.3), cuda11, gpu-2.14.0, gpu-2.15.0 (CUDA 11.8), slim, or l4t (the arm64 Jetson
+base: only where arm64 runs, so only when named); default: all but l4t."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from tests.base_standins.build import BUILDERS, StandinError, build_all, progress
+from tests.base_standins.build import BUILDERS, Result, StandinError, build_all, progress
+from tests.base_standins.l4t import build_l4t
+
+L4T = "l4t"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,13 +20,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the stand-ins that are missing or out of date")
-    build.add_argument("which", nargs="*", metavar="|".join(BUILDERS), help="default: all")
+    build.add_argument(
+        "which", nargs="*", metavar="|".join([*BUILDERS, L4T]), help="default: all but l4t"
+    )
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     args = parser.parse_args(argv)
-    if unknown := set(args.which) - set(BUILDERS):
+    if unknown := set(args.which) - {*BUILDERS, L4T}:
         parser.error(f"unknown stand-in(s): {', '.join(sorted(unknown))}")
+    x86 = [name for name in args.which if name != L4T]
     try:
-        results = build_all(args.which or None, force=args.force)
+        results: list[Result] = []
+        if x86 or not args.which:
+            results += build_all(x86 or None, force=args.force)
+        if L4T in args.which:
+            results.append(build_l4t(force=args.force))
     except StandinError as exc:
         print(f"standin: {exc}", file=sys.stderr)
         return 1

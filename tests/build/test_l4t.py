@@ -231,37 +231,5 @@ def test_the_dry_run_names_the_base_the_build_would_use() -> None:
     assert [row["base"] for row in rows] == [f"mirror.local/{i.base_ref}" for i in IMAGES]
 
 
-def test_the_arm64_image_in_a_container_where_arm64_runs(tmp_path: Path) -> None:
-    """Only where this machine's engine can run arm64 (a Jetson, an arm64 host, QEMU's binfmt
-    handler): build the image and run `tfgpu show --json` in it on a fake Tegra root. Elsewhere
-    skipped, with the reason; no `docker` marker: CI's x86 runners cannot run it either."""
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc})")
-    capability = docker_engine.arm64_capability(docker_engine.engine_arch(client))
-    if not capability.can:
-        pytest.skip(f"arm64 images cannot run here: {capability.how}")
-    image = IMAGES[0]
-    built = subprocess.run(
-        [sys.executable, "build.py", "build", image.name], cwd=ROOT, capture_output=True, text=True
-    )
-    assert built.returncode == 0, built.stderr
-    root = tmp_path / "jetson"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "nv_tegra_release").write_text("# R35 (release), REVISION: 2.1, GCID: 1\n")
-    (root / "proc").mkdir()
-    (root / "proc" / "meminfo").write_text("MemTotal: 16199680 kB\nMemAvailable: 9216000 kB\n")
-    out = client.containers.run(
-        image.tags()[0],
-        ["tfgpu", "show", "--json"],
-        platform=image.platform,
-        environment={"TFGPU_SYSROOT": "/fake", "TF_GPU_MEM_LIMIT": "512MiB"},
-        volumes={str(root): {"bind": "/fake", "mode": "ro"}},
-        remove=True,
-    )
-    doc = json.loads(out)
-    assert doc["ok"] and doc["tegra"]["l4t_release"] == "35.2.1"
-    assert doc["tegra"]["unified_memory_total_mib"] == 15820
+# The image built and run where arm64 runs (QEMU's handler or an arm64 host), on the stand-in of its
+# base: tests/containers/test_l4t_arm64.py (this file's tests need no engine).
