@@ -9,7 +9,8 @@ https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-pro
   failures in a row restart the container; its first success ends it for the container's life;
 - then the liveness probe runs; `failureThreshold` failures in a row restart the container, a
   success resets the count;
-- a probe that gets no answer within `timeoutSeconds` fails, an HTTP status 200-399 passes.
+- an httpGet probe passes on an HTTP status 200-399 within `timeoutSeconds`; a tcpSocket probe
+  passes when a connection is made.
 Readiness probes never restart a container and are not modelled."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Probe:
     kind: str  # "startup" or "liveness"
-    path: str
+    path: str | None  # an httpGet's path; None: a tcpSocket probe (a connection is a success)
     port: Any  # a number or a port's name, as written
     period_s: float
     timeout_s: float
@@ -33,10 +34,11 @@ class Probe:
     @classmethod
     def of(cls, kind: str, spec: dict[str, Any]) -> Probe:
         """A probe of a rendered container, with Kubernetes' defaults (10 s, 1 s, 3, 0)."""
+        action = spec["httpGet"] if "httpGet" in spec else spec["tcpSocket"]
         return cls(
             kind=kind,
-            path=spec["httpGet"]["path"],
-            port=spec["httpGet"]["port"],
+            path=action.get("path"),
+            port=action["port"],
             period_s=float(spec.get("periodSeconds", 10)),
             timeout_s=float(spec.get("timeoutSeconds", 1)),
             failures=int(spec.get("failureThreshold", 3)),
