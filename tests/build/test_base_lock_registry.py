@@ -5,9 +5,6 @@ gave the image (its RepoDigests), and the build's check must accept that image a
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,48 +12,15 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.ci_policy import ci_or_skip
+from tests import local_registry
 from tfgpu_kit.locks import base_lock
 
 pytestmark = pytest.mark.docker
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        reason = "docker-registry not installed (apt-get install docker-registry; .ci/run does)"
-        ci_or_skip(reason)
-    root = tmp_path_factory.mktemp("registry")
-    port = _free_port()
-    config = root / "config.yml"
-    config.write_text(
-        "version: 0.1\n"
-        "log: {level: error}\n"
-        f"storage: {{filesystem: {{rootdirectory: {root / 'data'}}}}}\n"
-        f"http: {{addr: 127.0.0.1:{port}}}\n"
-    )
-    process = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        for _ in range(100):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"docker-registry did not listen on {port}", pytrace=False)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    yield from local_registry.serve(tmp_path_factory.mktemp("registry"))
 
 
 def test_lock_bases_reads_the_digest_the_registry_serves(registry: str, tmp_path: Path) -> None:

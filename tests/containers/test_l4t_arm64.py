@@ -53,7 +53,6 @@ KIT_L4T = IMAGE.tags()[0]
 JETSON_ENV = {"TFGPU_SYSROOT": TEGRA_ROOT}
 COMPOSE_FILE = ROOT / "examples" / "compose.jetson.yaml"
 CAP_MIB = 512
-RESERVE = "4GiB"
 # Emulated TensorFlow is slow to import (about 15 s of CPU on 2 cores, more under load)
 TF_TIMEOUT = 600
 
@@ -281,30 +280,7 @@ def test_verify_judges_the_l4t_image_and_says_what_it_could_not_check(l4t_image:
     assert checks["label io.tfgpu.l4t"]["ok"] and checks["env NVIDIA_REQUIRE_CUDA"]["ok"]
 
 
-# --- the edge box: examples/compose.jetson.yaml ------------------------------------------------
-
-
-def plan(path: Path, reserve: str) -> subprocess.CompletedProcess[str]:
-    return build_py(
-        "plan", str(path), "--gpu-memory", str(TEGRA_TOTAL_MIB), "--gpu-count", "1",
-        "--unified-memory", "--reserve", reserve, "--json",
-    )  # fmt: skip
-
-
-def test_the_edge_box_plan_fits_beside_the_jetsons_reserve_and_not_without_room() -> None:
-    """Three models of 512 MiB with growth on: they fit beside 4 GiB kept for the system; with
-    12 GiB kept they do not (what the OS and the rest keep counts on a Jetson)."""
-    fits = plan(COMPOSE_FILE, RESERVE)
-    assert fits.returncode == 0, fits.stdout + fits.stderr
-    [budget] = json.loads(fits.stdout)["gpus"]
-    assert budget["memory_mib"] == TEGRA_TOTAL_MIB - 4096
-    assert plan(COMPOSE_FILE, "12GiB").returncode == 1
-    services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
-    assert len(services) >= 3
-    for service in services.values():
-        assert service["environment"]["TF_GPU_MEM_LIMIT"] == f"{CAP_MIB}MiB"
-        assert service["environment"]["TF_GPU_MEMORY_GROWTH"] == "true"
-        assert service["image"] == KIT_L4T and service["platform"] == PLATFORM
+# --- the edge box: examples/compose.jetson.yaml (its plan: tests/scale/test_plan_edge_box.py) ---
 
 
 def on_the_standin(compose: dict[str, Any]) -> dict[str, Any]:
