@@ -279,3 +279,16 @@ def test_show_json_prints_an_object_when_the_door_refuses(
     doc = json.loads(out.getvalue())
     assert doc["ok"] is False and doc["error"].startswith(("TF_GPU_WORKERS=", "TF_CONFIG="))
     assert "tfgpu: error:" in capsys.readouterr().err
+
+
+def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `tfgpu --help` and `tfgpu run --help` omitted 75 (the recovery rule's exit)."""
+    from tfgpu import cli
+
+    for argv in (["--help"], ["run", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        text = " ".join(capsys.readouterr().out.split())
+        for code in ("69", "75", "78"):
+            assert f"{code} " in text, (argv, code)
+        assert "TF_GPU_RECOVER_ACTION=exit" in text

@@ -17,8 +17,12 @@ keeps this PID, receives signals directly, and its exit code is the container's.
 As PID 1 (a container without --init) tfgpu stays as a minimal init instead: it forks,
 forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGWINCH, reaps zombies and exits
 with the command's status. With no COMMAND it starts an interactive shell.
+A TF_GPU_*/TFGPU_* variable the kit does not know (a typo: TF_GPU_MEM_LMIT) gets a warning
+naming the closest known one; it changes nothing.
 Exit codes: the command's; 78 bad configuration; 69 TF_GPU_REQUIRED=true and no usable GPU;
-126 command cannot be executed; 127 command not found."""
+75 the recovery rule found the command stuck at its memory cap (TF_GPU_RECOVER_ACTION=exit:
+its Python process exits 75, a restart policy restarts it); 126 command cannot be executed;
+127 command not found."""
 
 
 CHECK_HELP = """\
@@ -42,7 +46,8 @@ def build_parser() -> "argparse.ArgumentParser":
         prog="tfgpu",
         description="Configure TensorFlow's GPU memory from TF_GPU_* environment variables.",
         epilog="Exit codes: 0 ok, 1 check found a problem, 2 usage, 69 GPU required but "
-        "unavailable, 78 bad configuration. See docs/runtime.md.",
+        "unavailable, 75 stuck at the memory cap (TF_GPU_RECOVER_ACTION=exit, from the "
+        "program's Python), 78 bad configuration. See docs/runtime.md.",
     )
     parser.add_argument("--version", action="version", version=f"tfgpu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
