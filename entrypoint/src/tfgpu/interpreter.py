@@ -153,6 +153,7 @@ def probe(interpreter: "List[str]", environ: "Mapping[str, str]") -> "Optional[P
 
     env = dict(environ)
     env["TF_GPU_QUIET"] = "true"
+    env.pop("TF_GPU_CONFIG", None)  # off would keep the hook from installing: ask where it is
     try:
         proc = subprocess.run(
             [*interpreter, "-c", PROBE],
