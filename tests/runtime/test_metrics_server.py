@@ -248,3 +248,29 @@ def test_a_scrape_flood_collects_at_most_the_limit_per_second() -> None:
     assert status.startswith("429") and len(calls) == 4
     clock.now += 1.01  # a second later: fresh again
     assert scrape(plain) == ("200 OK", b"collection 5\n")
+
+
+def test_a_hung_collection_holds_only_its_own_scrape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Collections run one at a time; the scrapes queued behind one that hangs (a TensorFlow or
+    NVML call) answer 503 in time, so their threads end and free their slots."""
+    monkeypatch.setattr(metrics_server, "REQUEST_TIMEOUT_S", 0.5)
+    release = threading.Event()
+
+    def app(environ: dict[str, str], start_response: Any) -> list[bytes]:
+        release.wait(30)
+        start_response("200 OK", [])
+        return [b"late\n"]
+
+    limited = metrics_server.Collections(app)
+    first = threading.Thread(target=lambda: limited({}, lambda s, h: None), daemon=True)
+    first.start()
+    try:
+        time.sleep(0.2)  # the first scrape holds the collection
+        status: list[str] = []
+        started = time.monotonic()
+        body = b"".join(limited({}, lambda s, h: status.append(s)))
+        assert status == ["503 Service Unavailable"] and b"more than" in body
+        assert time.monotonic() - started < 10
+    finally:
+        release.set()
+        first.join(10)

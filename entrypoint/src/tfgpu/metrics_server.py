@@ -177,7 +177,11 @@ class Collections:
             str(environ.get(name, ""))
             for name in ("REQUEST_METHOD", "QUERY_STRING", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING")
         )
-        with self._lock:
+        # a collection that hangs (a TensorFlow or NVML call) holds its own thread only: the
+        # scrapes queued behind it give up in time and free their slots
+        if not self._lock.acquire(timeout=REQUEST_TIMEOUT_S):
+            return _text(start_response, "503 Service Unavailable", _HUNG)
+        try:
             now = self._clock()
             while self._times and self._times[0] <= now - 1.0:
                 self._times.popleft()
@@ -192,6 +196,8 @@ class Collections:
                 if len(self._answers) >= 16:  # a few kinds of request exist; never grow
                     self._answers.clear()
                 self._answers[key] = (now, status, headers, body)
+        finally:
+            self._lock.release()
         start_response(status, headers)
         return [body]
 
@@ -206,6 +212,7 @@ class Collections:
         return answer[0], answer[1], body
 
 
+_HUNG = f"the last collection has taken more than {REQUEST_TIMEOUT_S:.0f} s: try again later\n"
 _TOO_MANY = f"more than {COLLECTIONS_PER_S} scrapes a second: try again in a second\n"
 
 
