@@ -123,7 +123,11 @@ def test_a_deleted_or_changed_file_of_a_pinned_package(
         "tensorflow",
         "2.21.0",
         top_level="tensorflow",
-        files={"tensorflow/__init__.py": b"x", "tensorflow/libtf.so": b"12345"},
+        files={
+            "tensorflow/__init__.py": b"x",
+            "tensorflow/libtf.so": b"12345",
+            "tensorflow/gone-before.txt": b"",
+        },
     )
     real = pins.installed
     monkeypatch.setattr(pins, "installed", lambda path=None: real([str(site)]))
@@ -132,6 +136,8 @@ def test_a_deleted_or_changed_file_of_a_pinned_package(
         **IMAGE_ENV,
         "TFGPU_IMAGE_CONSTRAINTS": str(tmp_path / "share" / "constraints.txt"),
     }
+    # already unlike RECORD when the image was built (the stand-in bases' scripts): not reported
+    (site / "tensorflow" / "gone-before.txt").unlink()
     image_record.write(str(tmp_path / "share"), IMAGE_ENV, "test:1")
     (site / "tensorflow" / "__init__.py").unlink()
     (site / "tensorflow" / "libtf.so").write_bytes(b"1234567")

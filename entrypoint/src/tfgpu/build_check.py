@@ -91,7 +91,8 @@ def check_pins(record: Mapping[str, Any], accept: Sequence[str], report: Report)
             was = f"{pin.installed} → {have}" if pin.installed else f"{have} installed"
             add(f"{tag}{pin.name} changed: {was} (the image pins {pin.line()})", _pin_fix(pin))
         elif dist is not None and have == pin.installed:
-            files_checked += _check_files(pin, dist, report)
+            known = record.get("unlike_record", {}).get(pin.name, [])
+            files_checked += _check_files(pin, dist, known, report)
     for name in sorted(now):
         if pins.normalize(name) not in names and pins.is_cuda_wheel(name):
             add = report.warn if name in accepted else report.error
@@ -114,20 +115,15 @@ def check_pins(record: Mapping[str, Any], accept: Sequence[str], report: Report)
         )
 
 
-def _check_files(pin: pins.Pin, dist: pins.Installed, report: Report) -> int:
-    """Every file RECORD lists exists with its recorded size; returns how many were checked."""
-    missing: List[str] = []
-    resized: List[str] = []
-    files = dist.files()
-    for path, size in files:
-        try:
-            st = os.stat(path)
-        except OSError:
-            missing.append(path)
-            continue
-        if size is not None and st.st_size != size:
-            resized.append(f"{path} ({size} → {st.st_size} bytes)")
-    for kind, found in (("missing", missing), ("changed", resized)):
+def _check_files(pin: pins.Pin, dist: pins.Installed, known: Sequence[str], report: Report) -> int:
+    """Every file RECORD lists exists with its recorded size, but those already unlike it when
+    the image was built (`known`); returns how many files were checked."""
+    missing, resized, checked = dist.unlike_record()
+    before = set(known)
+    for kind, found in (
+        ("missing", [f for f in missing if f not in before]),
+        ("changed", [f for f in resized if f not in before]),
+    ):
         if found:
             more = len(found) - MAX_FILES_NAMED
             listed = ", ".join(found[:MAX_FILES_NAMED]) + (f" and {more} more" if more > 0 else "")
@@ -136,7 +132,7 @@ def _check_files(pin: pins.Pin, dist: pins.Installed, report: Report) -> int:
                 f"do not delete or overwrite files of the GPU path; reinstall it: {OVERRIDE} "
                 f"--force-reinstall --no-deps {pin.name}=={pin.installed}",
             )
-    return len(files)
+    return checked
 
 
 def check_libraries(

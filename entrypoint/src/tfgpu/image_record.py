@@ -87,7 +87,17 @@ def collect(environ: Mapping[str, str]) -> Dict[str, Any]:
         "env": image_env(environ),
         "libraries": libraries(environ),
         "hook": hook_pth(),
+        # files of a pinned package already unlike its RECORD when the image was built (a base's
+        # own quirks, e.g. scripts RECORD places elsewhere): the guard reports only new ones
+        "unlike_record": {
+            p.name: _unlike_record(dists[p.name]) for p in pinned if p.installed and p.name in dists
+        },
     }
+
+
+def _unlike_record(dist: pins.Installed) -> List[str]:
+    missing, resized, _ = dist.unlike_record()
+    return sorted([*missing, *resized])
 
 
 def load(path: str) -> Dict[str, Any]:

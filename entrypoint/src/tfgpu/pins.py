@@ -70,6 +70,23 @@ class Installed:
             out.append((str(f.locate()), int(size) if size is not None else None))
         return out
 
+    def unlike_record(self) -> Tuple[List[str], List[str], int]:
+        """(missing, resized, checked): the files RECORD lists that are absent, those whose size
+        is not RECORD's (`path (A → B bytes)`), and how many it lists. A stat per file: about a
+        second for TensorFlow and its CUDA wheels."""
+        missing: List[str] = []
+        resized: List[str] = []
+        files = self.files()
+        for path, size in files:
+            try:
+                st = os.stat(path)
+            except OSError:
+                missing.append(path)
+                continue
+            if size is not None and st.st_size != size:
+                resized.append(f"{path} ({size} → {st.st_size} bytes)")
+        return missing, resized, len(files)
+
     def requires(self) -> List[str]:
         return list(getattr(self.dist, "requires", None) or [])
 
