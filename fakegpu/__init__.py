@@ -109,14 +109,14 @@ def _cache_root() -> Path:
     return Path(base) / "tfgpu-kit" / "fakegpu"
 
 
-def build(cache_dir: Path | None = None) -> Path:
+def build(cache_dir: Path | str | None = None) -> Path:
     """Compile the fake driver (once per version of the sources) and return the directory
     holding libcuda.so.1, libcudart.so.12, libcudart.so.11.0 and libnvidia-ml.so.1.
 
     The directory is `<cache_dir or $XDG_CACHE_HOME/tfgpu-kit/fakegpu>/<hash of the sources>`,
     written atomically (compiled in a temporary directory, then renamed), so concurrent callers
     are safe. Raises FakeGpuError when gcc is missing or compilation fails."""
-    root = cache_dir if cache_dir is not None else _cache_root()
+    root = Path(cache_dir) if cache_dir is not None else _cache_root()  # a str too (os.fspath)
     final = root / _source_hash()
     if all((final / lib).is_file() for lib in LIBRARIES):
         return final

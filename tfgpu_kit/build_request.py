@@ -41,10 +41,7 @@ def build(request: BuildRequest) -> int:
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything of images.yaml; `l4t` (or a name
     # or tag of one) the Jetson images, built where the engine can run arm64, else declined.
-    override = CudaSource(request.cuda_source) if request.cuda_source else None
-    images = selectors.select(
-        catalog.every_image(spec, cuda_source=override), request.selectors, default=("latest",)
-    )
+    images = selectors.select(catalog.every_image(spec), request.selectors, default=("latest",))
     options = image_builds.BuildOptions(
         registry=request.registry,
         base_registry=request.base_registry,
@@ -70,6 +67,9 @@ def build(request: BuildRequest) -> int:
             hint="select the images of the official bases, e.g. build.py build 2.21.0-gpu"
             f" --cuda-source {request.cuda_source}",
         )
+    if request.cuda_source:  # on the selected images only (catalog.with_cuda_source)
+        override = CudaSource(request.cuda_source)
+        images = [catalog.with_cuda_source(spec, image, override) for image in images]
     if not jetson:
         # before anything is fetched or built: a base whose Python the runtime does not support
         # would only fail at pip install, deep in the Docker build

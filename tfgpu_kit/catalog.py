@@ -230,6 +230,16 @@ def _on_slim_base(spec: Spec, image: Image, versions: list[str]) -> Image:
     )
 
 
+def with_cuda_source(spec: Spec, image: Image, cuda_source: CudaSource) -> Image:
+    """`image` (of an official base) with build.py --cuda-source's override: applied to the
+    selected images only, so that a version the override cannot serve is an error only when it
+    is asked for (2.13.0 has no [and-cuda] wheels; `build 2.21.0-gpu --cuda-source wheels` must
+    not fail on it)."""
+    return dataclasses.replace(
+        image, req=cudagap.requirements(spec, image.tensorflow, override=cuda_source)
+    )
+
+
 def jetson_images(spec: Spec) -> list[Image]:
     """The Jetson images of images/l4t.yaml, in its order (none without that file)."""
     if spec.jetson is None:

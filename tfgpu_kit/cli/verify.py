@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from tfgpu_kit import name_rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
 from tfgpu_kit.verify import images as verify_images
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     # 45-90 ms to each command's start (python -X importtime, 2 cores: cli 0.5-0.7 s without it).
     from tfgpu_kit import docker_engine
 
+    for ref in args.images:  # before the engine: '' was a traceback, 'a b' the engine's raw 400
+        name_rules.image_reference("verify", ref, "tfgpu/tensorflow:2.21.0-gpu")
     return verify_images.verify_images(
         specs.load(),
         docker_engine.client(),

@@ -1,0 +1,54 @@
+"""Issue 30, part A, on the build commands: an override applied only to the images it selects,
+image references refused by Docker's grammar before the engine is asked, and fakegpu.build
+taking the str a caller naturally passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import fakegpu
+from tfgpu_kit import cli, docker_engine
+
+
+def kit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_cuda_source_applies_to_the_selected_images_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: applied to every image before selection, so every selector failed on 2.13.0
+    ("matrix.yaml lists no [and-cuda] wheels"), even 2.21.0-gpu-slim's clear refusal."""
+    code, _, err = kit(capsys, "build", "--cuda-source", "wheels", "2.21.0-gpu-slim", "--dry-run")
+    assert code == 2 and "does not apply to 2.21.0-gpu-slim" in err and "2.13.0" not in err
+    code, _, err = kit(capsys, "build", "--cuda-source", "wheels", "2.21.0-gpu", "--dry-run")
+    assert code == 0 and "2.13.0" not in err, err
+    # a version the override cannot serve is still refused, when it is the one asked for
+    code, _, err = kit(capsys, "build", "--cuda-source", "wheels", "2.13.0-gpu", "--dry-run")
+    assert code != 0 and "2.13.0" in err
+
+
+@pytest.mark.parametrize("ref", ["", "a b", "tfgpu/X", "x:" + "1" * 200, "x\n"])
+def test_verify_refuses_a_bad_reference_before_asking_the_engine(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, ref: str
+) -> None:
+    """Before: '' was a traceback (docker.errors.NullResource), 'a b' the engine's raw 400."""
+
+    def no_engine() -> None:
+        raise AssertionError("the engine was asked")
+
+    monkeypatch.setattr(docker_engine, "client", no_engine)
+    code, _, err = kit(capsys, "verify", "tfgpu/tensorflow:2.21.0-gpu", ref, "--no-gpu-probe")
+    assert code == 2 and "is not valid" in err and "reference grammar" in err, err
+
+
+def test_fakegpu_build_takes_a_str(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `fakegpu.build(cache_dir='/tmp/x')` raised TypeError (str / str)."""
+    monkeypatch.setattr(fakegpu.shutil, "which", lambda name: None)  # no compile: gcc "missing"
+    with pytest.raises(fakegpu.FakeGpuError, match="gcc not found"):
+        fakegpu.build(cache_dir=str(tmp_path))
