@@ -11,6 +11,13 @@ from tfgpu_kit.output import print_json, table
 
 def rows(spec: specs.Spec) -> list[dict[str, object]]:
     offered = {v.version for v in spec.images.versions}
+    # the slim variants' images of each version (images.yaml variants.<name>.versions)
+    slim = {
+        version: f"{version}-{name}"
+        for name, variant in spec.images.variants.items()
+        if variant.base is specs.VariantBase.SLIM
+        for version in variant.versions or []
+    }
     lock = wheel_locks.load()
     result: list[dict[str, object]] = []
     for tf, build in spec.matrix.tensorflow.items():
@@ -41,6 +48,8 @@ def rows(spec: specs.Spec) -> list[dict[str, object]]:
                 "tf_keras": {"pin": req.tf_keras, "mib": _mib(lock, [req.tf_keras])}
                 if req.tf_keras is not None
                 else None,
+                # the slim image of it (TensorFlow and the same wheels on bases.yaml's slim base)
+                "slim": slim.get(tf),
             }
         )
     return result
@@ -57,6 +66,8 @@ def _adds(row: dict[str, object]) -> str:
         return "base unknown (not in bases.yaml)"
     keras = row["tf_keras"]
     plus = f"; + {keras['pin']}" if isinstance(keras, dict) else ""
+    if row.get("slim"):
+        plus += f"; slim: {row['slim']} (TensorFlow and these wheels on a Python base)"
     if not base["wheels"]:
         return f"{base['summary']}{plus}"
     size = base["wheels_mib"]

@@ -4,6 +4,7 @@ taking the str a caller naturally passes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,19 @@ def test_fakegpu_build_takes_a_str(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(fakegpu.shutil, "which", lambda name: None)  # no compile: gcc "missing"
     with pytest.raises(fakegpu.FakeGpuError, match="gcc not found"):
         fakegpu.build(cache_dir=str(tmp_path))
+
+
+def test_matrix_names_the_slim_images(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `build.py matrix` never mentioned the slim variant."""
+    code, out, _ = kit(capsys, "matrix", "--json")
+    rows = {row["tensorflow"]: row for row in json.loads(out)}
+    assert code == 0 and rows["2.21.0"]["slim"] == "2.21.0-gpu-slim"
+    assert rows["2.17.0"]["slim"] is None  # its official base serves it: no slim image
+    code, out, _ = kit(capsys, "matrix")
+    assert (
+        code == 0
+        and "slim: 2.21.0-gpu-slim" in " ".join(out.replace("│", " ").split())
+        or (
+            "gpu-slim" in out  # the table wraps a long cell; the name is there either way
+        )
+    )

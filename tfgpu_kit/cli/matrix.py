@@ -13,7 +13,9 @@ DESCRIPTION = """Per TensorFlow version: what it was built with (CUDA, cuDNN, Py
 architectures); what its official base image ships (images/bases.yaml) and whether that is enough
 (base provides), or what the kit's image adds (the [and-cuda] wheels, with their unpacked size from
 images/cuda-wheels.lock.yaml); the CUDA the image's TensorFlow really loads, and the drivers that
-run it (native minimum, minor-version-compatibility floor, NVIDIA_REQUIRE_CUDA)."""
+run it (native minimum, minor-version-compatibility floor, NVIDIA_REQUIRE_CUDA). Where the kit also
+offers a slim image (X-gpu-slim: TensorFlow and the same wheels on bases.yaml's slim Python base,
+without the official base's unusable CUDA), the row names it."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
