@@ -61,6 +61,22 @@ def local_image(c: Any, ref: str) -> Any | None:
         raise DockerError(f"cannot inspect {ref}: {exc.explanation or exc}") from None
 
 
+def refuse_unpullable(c: Any, label: str, ref: str) -> None:
+    """DockerError when `ref` is neither in the engine nor known to its registry, asked of the
+    engine (its network, mirrors and credentials) before a build assembles gigabytes of context
+    for it: offline, `build` used to find out only when the engine tried to pull."""
+    if local_image(c, ref) is not None:
+        return
+    try:
+        c.images.get_registry_data(ref)  # the registry's manifest, nothing downloaded
+    except docker.errors.DockerException as exc:
+        reason = getattr(exc, "explanation", None) or exc
+        raise DockerError(
+            f"{label}: its base {ref} is not in the engine and cannot be pulled ({reason})",
+            hint=_BASE_HINT,
+        ) from None
+
+
 def repo_digest(image: Any) -> str | None:
     """The registry digest (sha256:…) of a pulled image; None for local-only images."""
     digests = image.attrs.get("RepoDigests") or []

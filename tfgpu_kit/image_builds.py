@@ -440,6 +440,10 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
         return _build_arm64(spec, client, images, options)
     # before any context: a base the lock lacks stops the build; one warning for unknown digests
     digests = base_lock.BaseDigests(base_lock.load(), images, base_registry=options.base_registry)
+    for image in images:  # and a base the engine cannot get (offline, a typo of a mirror)
+        docker_engine.refuse_unpullable(
+            client, image.name, f"{_registry(image, options)}/{image.base_ref}"
+        )
     results = []
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
         for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 import fakegpu
-from tfgpu_kit import cli, docker_engine
+from tfgpu_kit import cli, docker_engine, image_builds
 
 
 def kit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -62,10 +63,39 @@ def test_matrix_names_the_slim_images(capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 0 and rows["2.21.0"]["slim"] == "2.21.0-gpu-slim"
     assert rows["2.17.0"]["slim"] is None  # its official base serves it: no slim image
     code, out, _ = kit(capsys, "matrix")
-    assert (
-        code == 0
-        and "slim: 2.21.0-gpu-slim" in " ".join(out.replace("│", " ").split())
-        or (
-            "gpu-slim" in out  # the table wraps a long cell; the name is there either way
-        )
+    assert (code == 0 and "slim: 2.21.0-gpu-slim" in " ".join(out.replace("│", " ").split())) or (
+        "gpu-slim" in out  # the table wraps a long cell; the name is there either way
     )
+
+
+class _OfflineImages:
+    """The engine's images API offline: no base locally, no registry answers."""
+
+    def get(self, ref: str) -> object:
+        raise docker.errors.ImageNotFound(f"No such image: {ref}")
+
+    def get_registry_data(self, ref: str) -> object:
+        raise docker.errors.APIError("Get https://registry-1.docker.io/v2/: dial tcp: no route")
+
+
+class _OfflineEngine:
+    images = _OfflineImages()
+
+
+def test_an_offline_build_stops_before_assembling_any_context(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: every context (gigabytes of wheels) was assembled, and then the engine's pull
+    failed."""
+
+    def no_context(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a context was assembled")
+
+    monkeypatch.setattr(docker_engine, "client", _OfflineEngine)
+    monkeypatch.setattr(image_builds, "iter_contexts", no_context)
+    code, _, err = kit(capsys, "build", "2.21.0-gpu")
+    assert code == 4, err
+    assert (
+        "its base docker.io/tensorflow/tensorflow:2.21.0-gpu" in err and "cannot be pulled" in err
+    )
+    assert "--base-registry" in err
