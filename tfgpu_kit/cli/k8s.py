@@ -73,7 +73,10 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "--port": dict(metavar="PORT", help="Deployment: model server HTTP port (default 8501)"),
         "--health-path": dict(
             metavar="PATH",
-            help="Deployment: HTTP path of readiness and liveness probes (default /healthz)",
+            help="Deployment: HTTP path of readiness and liveness probes (default /healthz); "
+            "with --env TF_GPU_RECOVER_AT=… (action report) the liveness probe is /livez on the "
+            "metrics port instead, behind a startup probe that gives the program 10 minutes "
+            "to import TensorFlow",
         ),
         "--replicas": dict(metavar="N", help="Deployment replicas (default 1)"),
         "--parallelism": dict(metavar="N", help="Job pods at once (default 1)"),
