@@ -321,9 +321,10 @@ def build_l4t(*, force: bool = False) -> Result:
             download_wheels(constraints)
             install_tensorflow(site, constraints)
         relocate_pip_extras(site, rootfs / "usr/local")
-        target = rootfs / PY_SITE.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(site), str(target))
+        target = rootfs / PY_SITE.lstrip("/")  # Debian's python3 has it already (empty)
+        target.mkdir(parents=True, exist_ok=True)
+        for item in site.iterdir():
+            shutil.move(str(item), str(target / item.name))
         # One `import tensorflow` by the image's Python writes the byte code of every module it
         # imports (what each container's start needs): about 40 s emulated, where compileall of
         # the whole tree takes 2.5 min (one process: its -j needs a /dev/shm the chroot lacks).
