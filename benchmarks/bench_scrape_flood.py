@@ -10,8 +10,9 @@ alternating phases of the same run: quiet, and flooded (FLOOD_CLIENTS loopback c
 for /metrics back to back, as fast as the server answers, from this process: the child's only
 extra work is serving them). It prints the median steps/s of each kind of phase, the flooded
 median as a share of the quiet one (issue 30: 8 such clients cut a training loop's steps/s by
-45 %), and the CPU the child's other threads (the server's) spent per second while flooded:
-on a busy shared machine the steps/s swing with the neighbours' load, that figure much less.
+45 %), and (Python step only: TensorFlow's thread pools would count too) the CPU the child's
+other threads, the server's, spent per second while flooded: on a busy shared machine the
+steps/s swing with the neighbours' load, that figure much less.
 
 Usage: .venv/bin/python benchmarks/bench_scrape_flood.py [--rounds N] [--windows N] [--loop L]
 (`PYTHONPATH=OTHER/entrypoint/src` measures another copy of the runtime, e.g. an older
@@ -172,6 +173,8 @@ def main() -> int:
     print(f"flooded / quiet: {loaded / calm:.2f} (slowdown {1 - loaded / calm:.0%})")
     answered = counts["answered"] / flood_s
     serving = statistics.median(flooded_cpu) - statistics.median(quiet_cpu)
+    if args.loop == "tensorflow":  # TensorFlow's own threads count there too: no figure
+        return 0
     print(
         f"the server's CPU in the training process while flooded: {serving:.3f} s per second"
         + (f" ({serving / answered * 1000:.2f} ms per answered scrape)" if answered else "")

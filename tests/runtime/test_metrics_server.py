@@ -63,7 +63,7 @@ def test_idle_connections_are_capped_and_time_out(served: int) -> None:
     before = threading.active_count()
     idle = [socket.create_connection(("127.0.0.1", served)) for _ in range(60)]
     try:
-        time.sleep(0.3)
+        time.sleep(len(idle) / metrics_server.REQUESTS_PER_S + 0.5)  # all taken (paced)
         # 60 clients that send nothing hold at most MAX_CONNECTIONS threads, not 60
         assert threading.active_count() - before <= metrics_server.MAX_CONNECTIONS
         # the ones over the cap were closed at once: reading gives end of file
@@ -274,3 +274,17 @@ def test_a_hung_collection_holds_only_its_own_scrape(monkeypatch: pytest.MonkeyP
     finally:
         release.set()
         first.join(10)
+
+
+def test_a_flood_of_fast_clients_is_paced(served: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cached answers still cost the training process their HTTP handling: 8 clients got
+    hundreds a second. Connections are now taken at a bounded rate; the rest wait in the listen
+    queue. A lower bound on the time only, which no host's speed can break."""
+    monkeypatch.setattr(metrics_server, "REQUESTS_PER_S", 20.0)
+    monkeypatch.setattr(metrics_server, "REQUEST_BURST", 5)
+    time.sleep(0.5)  # the burst allowance builds up again
+    started = time.monotonic()
+    statuses = [get(served, "/livez")[0] for _ in range(45)]
+    took = time.monotonic() - started
+    assert statuses == [200] * 45
+    assert took >= (45 - 5 - 1) / 20.0, took  # 1.95 s for 45 answers at 20 a second

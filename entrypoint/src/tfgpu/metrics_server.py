@@ -24,6 +24,10 @@ server is the same standard-library WSGI server prometheus-client uses
   flood of 8 loopback clients cut a training loop's steps by 45 %. Scrapes beyond that get the
   latest collection's answer (at most 1 s old), or 429 when none fits their request; one
   scraper (Prometheus, or an HA pair) never reaches the limit and always gets fresh figures;
+- connections are taken at most REQUESTS_PER_S a second (after a burst): the rest wait in
+  the listen queue, so a flood of fast clients costs the training process a bounded share of a
+  CPU, not whatever the clients ask (the collection limit alone left the HTTP handling of
+  hundreds of cached answers a second);
 - the server looks up no name: http.server's `server_bind` asks `socket.getfqdn` for the bound
   address, which waited 10 s for a silent DNS server inside `import tensorflow`.
 
@@ -51,6 +55,10 @@ LIVEZ_PATH = "/livez"  # the recovery rule's verdict (tfgpu.recovery), for liven
 REQUEST_TIMEOUT_S = 10.0  # Prometheus' default scrape_timeout; a scrape needs milliseconds
 MAX_CONNECTIONS = 8  # one Prometheus (or two, in HA) scrapes a target one request at a time
 COLLECTIONS_PER_S = 4  # fresh collections per rolling second; more scrapes share the last one
+# connections accepted per second, after a burst: Prometheus asks once per scrape interval and
+# the kubelet once per probe period; each answer costs the training process ~0.5-1.5 ms of CPU
+REQUESTS_PER_S = 50.0
+REQUEST_BURST = 10
 _EVICT_WAIT_S = 1.0  # how long a new connection waits for the slot of the one it replaced
 
 
@@ -73,12 +81,14 @@ class BoundedServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True  # never keeps the user's program alive
     block_on_close = False
     allow_reuse_address = True
+    request_queue_size = 64  # the listen backlog: paced clients wait there (socketserver: 5)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._lock = threading.Lock()
         # each connection served now -> [its deadline (monotonic), whether its request is in]
         self._open: Dict[Any, List[Any]] = {}
+        self._next_turn = 0.0  # when the next connection may be taken (monotonic)
         super().__init__(*args, **kwargs)
 
     def server_bind(self) -> None:
@@ -90,6 +100,7 @@ class BoundedServer(ThreadingMixIn, WSGIServer):
         self.setup_environ()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        self._pace()
         if not self._slots.acquire(blocking=False) and not (
             self._evict_a_slow_client() and self._slots.acquire(timeout=_EVICT_WAIT_S)
         ):
@@ -111,6 +122,16 @@ class BoundedServer(ThreadingMixIn, WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def _pace(self) -> None:
+        """At most REQUESTS_PER_S connections a second (after a burst of REQUEST_BURST): the
+        serving loop waits its turn, and later clients wait in the listen queue, not in the
+        training process's CPU. A flood then costs at most that many answers a second."""
+        now = time.monotonic()
+        turn = max(self._next_turn, now - REQUEST_BURST / REQUESTS_PER_S) + 1 / REQUESTS_PER_S
+        self._next_turn = turn
+        if turn > now:
+            time.sleep(turn - now)
 
     def answering(self, request: Any) -> None:
         with self._lock:
