@@ -13,6 +13,7 @@ versions: pip refuses them on their metadata, before it would install anything).
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import time
@@ -22,12 +23,15 @@ from pathlib import Path
 
 import docker
 import pytest
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 
 from tests import local_registry
 from tests.gpu.harness import GpuHost
 from tests.gpu.test_cap import assert_capped
 from tests.kit_images import KIT_SLIM, REGISTRY, ROOT, VERSION, build_py
 from tests.runtime import dists
+from tfgpu_kit.locks import wheel_locks
 
 RECIPES = ROOT / "examples" / "teams"
 CAP = {"TF_GPU_MEM_LIMIT": "1024"}
@@ -98,7 +102,7 @@ def base(image: str, request: pytest.FixtureRequest) -> str:
 
 def context(tmp_path: Path, dockerfile: str, wheels: Path) -> Path:
     ctx = tmp_path / "ctx"
-    ctx.mkdir()
+    ctx.mkdir(parents=True)
     lines = dockerfile.splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith("FROM ")) + 1
     (ctx / "Dockerfile").write_text("".join([*lines[:at], OFFLINE, *lines[at:]]))
@@ -293,6 +297,27 @@ def test_the_guard_names_each_thing_a_layer_broke(derive: Callable[..., Build]) 
     assert "error: TFGPU_IMAGE_TF '2.21.0' → '': the runtime reads what the image is from it" in log
     assert "error: uid 1000 cannot write /var/tmp" in log
     assert "tfgpu: error: this layer broke the image's GPU path" in log
+
+
+def test_the_image_carries_its_pins_and_a_valid_sbom(image: str, tmp_path: Path) -> None:
+    """build.py sbom: CycloneDX 1.6 by the schema; OS packages, Python distributions, and the CUDA
+    wheels with the sha256 their lock names"""
+    out = tmp_path / "sbom.json"
+    proc = build_py("sbom", image, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "valid CycloneDX 1.6" in proc.stderr
+    text = out.read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    comps = json.loads(text)["components"]
+    by_name = {c["name"]: c for c in comps}
+    props = {c["name"]: {p["name"]: p["value"] for p in c["properties"]} for c in comps}
+    assert props["tensorflow"]["tfgpu:role"] == "tensorflow"
+    assert sum(1 for p in props.values() if p.get("tfgpu:source") == "dpkg") > 50
+    lock = wheel_locks.FILE.load()
+    for pin in ("nvidia-cudnn-cu12==9.3.0.75", "tf-keras==2.21.0"):
+        name = pin.split("==")[0]
+        assert by_name[name]["hashes"] == [{"alg": "SHA-256", "content": lock.wheels[pin].sha256}]
+    assert "hashes" in by_name["tfgpu"]  # the runtime wheel built for this image
 
 
 def test_zz_print_the_guards_cost(image: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from tfgpu import build_check, image_record, pins
 
 from tests.runtime import dists
-from tests.runtime.conftest import SRC, clean_env
+from tests.runtime.conftest import SRC, Venv, clean_env
 
 IMAGE_ENV = {
     "TF_GPU_MEMORY_GROWTH": "true",
@@ -257,3 +257,19 @@ def test_the_command_exits_1_with_the_fix_and_0_as_built(image: dict[str, str]) 
         timeout=120,
     )
     assert usage.returncode == 2 and "--python and --accept go with --build" in usage.stderr
+
+
+def test_from_another_python_the_check_runs_under_the_images_own(
+    image: dict[str, str], wheel_venv: Venv
+) -> None:
+    # a team's venv whose own tfgpu comes first on PATH: the pins are judged as the image's Python
+    # (the one that wrote the record) sees them, not as the venv sees them
+    proc = subprocess.run(
+        [wheel_venv.tfgpu, "check", "--build", "--json", "--python", sys.executable],
+        env=image,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["python"] == sys.executable

@@ -317,6 +317,7 @@ def collect(
         "ok": not report.broken,
         "tensorflow": (record or {}).get("tensorflow"),
         "uid": os.getuid(),
+        "python": sys.executable,
         "passed": report.ok,
         "problems": [p.as_json() for p in report.problems],
     }
@@ -340,6 +341,19 @@ def render(doc: Mapping[str, Any], out: TextIO) -> None:
         w("tfgpu: the GPU path is as the image was built\n")
 
 
+def recorded_python(environ: Mapping[str, str]) -> Optional[str]:
+    """The image's Python, when this process is another one (the `tfgpu` of a team's venv first
+    on PATH): the pins are the packages that Python sees, so the check runs there."""
+    try:
+        record = image_record.load(os.path.join(image_record.folder(environ), image_record.RECORD))
+    except (OSError, ValueError):
+        return None
+    python, prefix = record.get("python"), record.get("prefix")
+    if not python or not prefix or prefix == sys.prefix or not os.access(python, os.X_OK):
+        return None
+    return str(python)
+
+
 def check(
     *,
     as_json: bool = False,
@@ -347,9 +361,18 @@ def check(
     accept: Sequence[str] = (),
     environ: Optional[Mapping[str, str]] = None,
     out: Optional[TextIO] = None,
+    argv: Optional[Sequence[str]] = None,
 ) -> int:
+    """`argv` (the command line, from tfgpu.cli): when given and this is not the image's Python,
+    the check runs again under the image's Python (once: `--as-recorded` marks that run)."""
     environ = os.environ if environ is None else environ
     out = sys.stdout if out is None else out
+    python = recorded_python(environ) if argv is not None else None
+    if python is not None and argv is not None:
+        import subprocess
+
+        out.flush()
+        return subprocess.run([python, "-m", "tfgpu", *argv, "--as-recorded"]).returncode
     doc = collect(environ, pythons, accept)
     if as_json:
         out.write(json.dumps(doc, indent=2) + "\n")

@@ -90,6 +90,8 @@ def build_parser() -> "argparse.ArgumentParser":
         metavar="PACKAGE",
         help="with --build: a pinned package you changed on purpose (then a warning); repeatable",
     )
+    # internal: the run of --build under the image's own Python (tfgpu.build_check.check)
+    guard.add_argument("--as-recorded", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -132,7 +134,12 @@ def _dispatch(parser: "argparse.ArgumentParser", argv: "List[str]") -> int:
         if args.build:
             from tfgpu.build_check import check as check_build
 
-            return check_build(as_json=args.json, pythons=args.python, accept=args.accept)
+            return check_build(
+                as_json=args.json,
+                pythons=args.python,
+                accept=args.accept,
+                argv=None if args.as_recorded else argv,
+            )
         if args.python or args.accept:
             parser.error("--python and --accept go with --build")
         from tfgpu.gpu_check import check

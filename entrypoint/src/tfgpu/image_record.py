@@ -82,6 +82,7 @@ def collect(environ: Mapping[str, str]) -> Dict[str, Any]:
         "format": FORMAT,
         "tfgpu": __version__,
         "python": sys.executable,
+        "prefix": sys.prefix,  # the guard judges the packages as this Python sees them
         "tensorflow": tensorflow,
         "pins": [p.as_json() for p in pinned],
         "env": image_env(environ),
