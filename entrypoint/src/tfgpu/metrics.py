@@ -32,9 +32,10 @@ switches (docs/monitoring.md, "Which figures exist on which hosts"): normal, and
 `tfgpu_device_memory_stats_available` gauge says which devices have figures.
 
 The server (tfgpu.metrics_server) listens on TF_GPU_METRICS_ADDR (default 0.0.0.0: Prometheus
-scrapes from outside the container; 127.0.0.1 keeps it inside), answers `/metrics` only, gives
-each connection 10 s and serves at most 8 at once, so a slow or flooding client cannot pile
-threads up in the training process.
+scrapes from outside the container; 127.0.0.1 keeps it inside), answers `/metrics` and `/livez`
+only, gives each connection 10 s from accept to close, serves at most 8 at once, takes at most
+50 a second and collects at most 4 times a second (its module says why), so a slow or flooding
+client cannot pile threads or work up in the training process.
 
 Several processes in one container: one port, one process. The first process that imports
 TensorFlow binds the port; any other finds it taken, warns once and runs unmonitored.
