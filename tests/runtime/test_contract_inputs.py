@@ -292,3 +292,13 @@ def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
         for code in ("69", "75", "78"):
             assert f"{code} " in text, (argv, code)
         assert "TF_GPU_RECOVER_ACTION=exit" in text
+
+
+def test_a_command_name_is_escaped_when_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The door's one helper (errors.printable) for every user text it prints: a command name
+    cannot forge a `tfgpu: error:` line either."""
+    from tfgpu.run import run
+
+    assert run(["no-such\ntfgpu: error: forged"], {"PATH": "/nonexistent"}) == 127
+    err = capsys.readouterr().err
+    assert "\ntfgpu: error: forged" not in err and "no-such\\ntfgpu" in err

@@ -3,7 +3,7 @@
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import sys
 
-from tfgpu.errors import EXIT_BROKEN, EXIT_USAGE, TfgpuError
+from tfgpu.errors import EXIT_BROKEN, EXIT_USAGE, TfgpuError, printable
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -110,8 +110,9 @@ def main(argv: "Optional[List[str]]" = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # a bug: still no traceback, but say how to get one
+        what = printable(str(e))[:500]  # it may quote user text: one line, never a forged one
         sys.stderr.write(
-            f"tfgpu: internal error: {type(e).__name__}: {e} (please report it; "
+            f"tfgpu: internal error: {type(e).__name__}: {what} (please report it; "
             "TF_GPU_CONFIG=off bypasses the kit)\n"
         )
         return EXIT_BROKEN

@@ -11,6 +11,7 @@ status (128+N when a signal N killed it), like tini.
 import errno
 import os
 
+from tfgpu.errors import printable
 from tfgpu.run import exec_command
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
@@ -94,9 +95,9 @@ def exec_child(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
         exec_command(command, env)  # os.execvpe, without importing warnings (tfgpu.run)
     except OSError as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
-        _say(f"cannot run {command[0]}: {e.strerror or e}")
+        _say(f"cannot run {printable(command[0])}: {e.strerror or e}")
     except BaseException as e:
-        _say(f"cannot run {command[0]}: {type(e).__name__}: {e}")
+        _say(f"cannot run {printable(command[0])}: {type(e).__name__}: {printable(str(e))}")
     finally:
         os._exit(code)
 

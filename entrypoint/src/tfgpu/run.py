@@ -10,7 +10,7 @@ import os
 import sys
 
 from tfgpu import is_disabled
-from tfgpu.errors import ConfigError, GpuUnavailableError, HookMissingError
+from tfgpu.errors import ConfigError, GpuUnavailableError, HookMissingError, printable
 from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
@@ -166,7 +166,7 @@ def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> 
     if which(command[0], env) is None and not any(
         os.path.isfile(p) for p in _candidates(command[0], env)
     ):  # a file that exists but cannot run is exec's error below (126), as in a shell
-        _say(f"error: command not found: {command[0]}")
+        _say(f"error: command not found: {printable(command[0])}")
         return 127
     try:
         check_interpreter(command, env)
@@ -181,5 +181,5 @@ def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> 
     try:
         exec_command(command, env)
     except OSError as e:
-        _say(f"error: cannot run {command[0]}: {e.strerror}")
+        _say(f"error: cannot run {printable(command[0])}: {e.strerror}")
         return 127 if isinstance(e, FileNotFoundError) else 126
