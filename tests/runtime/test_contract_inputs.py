@@ -302,3 +302,36 @@ def test_a_command_name_is_escaped_when_printed(capsys: pytest.CaptureFixture[st
     assert run(["no-such\ntfgpu: error: forged"], {"PATH": "/nonexistent"}) == 127
     err = capsys.readouterr().err
     assert "\ntfgpu: error: forged" not in err and "no-such\\ntfgpu" in err
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+TASKS = st.fixed_dictionaries({}, optional={"type": JSON | st.just("worker"), "index": JSON})
+CLUSTERS = st.dictionaries(
+    st.sampled_from(["worker", "chief", "ps", "w\n"]) | st.text(max_size=6),
+    st.lists(st.sampled_from(["a:2222", "b:1", "a:2222", "x:0", "wörker:2", "[::1]:3"]) | JSON),
+    max_size=3,
+)
+
+
+@given(
+    doc=st.fixed_dictionaries({}, optional={"cluster": CLUSTERS | JSON, "task": TASKS | JSON})
+    | JSON
+)
+@hypothesis_settings(max_examples=400, derandomize=True, database=None, deadline=None)
+def test_any_tf_config_is_accepted_or_refused_as_a_config_error(doc: object) -> None:
+    """Whatever the JSON: a TfConfig, or a ConfigError naming TF_CONFIG on one printable line;
+    never another exception (before: TypeError for a list as task.type, RecursionError)."""
+    try:
+        settings = parse_environment({"TF_CONFIG": json.dumps(doc)})
+    except ConfigError as error:
+        assert error.variable == "TF_CONFIG" and str(error).isprintable()
+        return
+    cfg = settings.tf_config
+    assert cfg is not None and cfg.explain().isprintable()
+    assert type(cfg.index) is int and 0 <= cfg.index < len(cfg.cluster[cfg.task_type])
+    addresses = [a.lower() for role in cfg.cluster.values() for a in role]
+    assert len(set(addresses)) == len(addresses)
