@@ -137,6 +137,26 @@ def test_known_names_are_no_strangers(env: dict[str, str]) -> None:
     assert names.strangers(env) == []
 
 
+# what the kubelet injects for a Service `tfgpu-serve` in the pod's namespace (enableServiceLinks)
+SERVICE_LINKS = {
+    "TFGPU_SERVE_SERVICE_HOST": "10.0.0.1",
+    "TFGPU_SERVE_SERVICE_PORT": "8501",
+    "TFGPU_SERVE_SERVICE_PORT_HTTP": "8501",
+    "TFGPU_SERVE_PORT": "tcp://10.0.0.1:8501",
+    "TFGPU_SERVE_PORT_8501_TCP": "tcp://10.0.0.1:8501",
+    "TFGPU_SERVE_PORT_8501_TCP_PROTO": "tcp",
+    "TFGPU_SERVE_PORT_8501_TCP_PORT": "8501",
+    "TFGPU_SERVE_PORT_8501_TCP_ADDR": "10.0.0.1",
+}
+
+
+def test_kubernetes_service_links_are_no_strangers() -> None:
+    """`build.py k8s --name tfgpu` names its Services tfgpu-*: their links start with TFGPU_."""
+    assert names.strangers(SERVICE_LINKS) == []
+    typo = names.strangers({**SERVICE_LINKS, "TF_GPU_METRIC_PORT": "9401"})
+    assert [s.closest for s in typo] == ["TF_GPU_METRICS_PORT"]
+
+
 def test_a_stranger_name_is_escaped() -> None:
     found = names.strangers({"TF_GPU_\x1b[2J": "1"})
     assert found and found[0].warning().isprintable()

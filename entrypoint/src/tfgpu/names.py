@@ -194,11 +194,26 @@ class Stranger:
         return UnknownName(self.name, self.value, self.closest or "", self.why())
 
 
-def _suspect(name: str) -> bool:
+def _service_link(name: str, value: str) -> bool:
+    """A variable Kubernetes injects for a Service (enableServiceLinks, on by default): a Service
+    `tfgpu-serve` gives every pod of its namespace TFGPU_SERVE_SERVICE_HOST, TFGPU_SERVE_PORT=
+    tcp://…, TFGPU_SERVE_PORT_8501_TCP_ADDR… (kubelet, pkg/kubelet/envvars). Not the kit's, and
+    not a typo of a name of it: none holds SERVICE_ or a protocol URL."""
+    return (
+        "_SERVICE_HOST" in name
+        or "_SERVICE_PORT" in name
+        or "_TCP" in name
+        or "_UDP" in name
+        or "_SCTP" in name
+        or value.startswith(("tcp://", "udp://", "sctp://"))
+    )
+
+
+def _suspect(name: str, value: str) -> bool:
     """Cheap (no difflib): could `name` be one of the kit's, or a near miss of a native name?"""
     upper = name.upper()
     if upper.startswith(KIT_PREFIXES):
-        return name not in KNOWN
+        return name not in KNOWN and not _service_link(name, value)
     if name in KNOWN or not upper.startswith(_NATIVE_PREFIXES):
         return False
     if upper in _NEAR_TARGETS:  # tf_config, Cuda_Visible_Devices: case
@@ -215,7 +230,7 @@ def _suspect(name: str) -> bool:
 def strangers(environ: "Mapping[str, str]") -> "List[Stranger]":
     """The names of `environ` that the kit does not know but should, each with its closest
     known name."""
-    suspects = [name for name in environ if _suspect(name)]
+    suspects = [name for name, value in environ.items() if _suspect(name, value)]
     if not suspects:
         return []
     import difflib  # only now: it imports `re` (module doc)
