@@ -196,9 +196,10 @@ class Stranger:
 
 def _service_link(name: str, value: str) -> bool:
     """A variable Kubernetes injects for a Service (enableServiceLinks, on by default): a Service
-    `tfgpu-serve` gives every pod of its namespace TFGPU_SERVE_SERVICE_HOST, TFGPU_SERVE_PORT=
-    tcp://…, TFGPU_SERVE_PORT_8501_TCP_ADDR… (kubelet, pkg/kubelet/envvars). Not the kit's, and
-    not a typo of a name of it: none holds SERVICE_ or a protocol URL."""
+    `tfgpu-serve` gives every pod of its namespace variables named after it, ending in
+    `_SERVICE_HOST`, `_SERVICE_PORT`, `_PORT_8501_TCP_ADDR`…, and one `_PORT` of `tcp://…`
+    (kubelet, pkg/kubelet/envvars). Not the kit's, and not a typo of a name of it: none holds
+    SERVICE_, a protocol, or a URL."""
     return (
         "_SERVICE_HOST" in name
         or "_SERVICE_PORT" in name
