@@ -11,8 +11,8 @@ on x86 by tests/containers/test_run.py: not repeated here, where each TensorFlow
 minute or more), `tfgpu show` and `tfgpu check` report the Jetson, its unified memory and the cap,
 `build.py verify` judges the image as far as it can without CUDA, and the edge box
 (examples/compose.jetson.yaml: three models, 512 MiB caps, growth on; its `plan` with the Jetson's
-reserve: tests/scale/test_plan_edge_box.py) starts. Not proved: anything of the GPU (PyPI's aarch64 TensorFlow has no
-CUDA; no Jetson ran this).
+reserve: tests/scale/test_plan_edge_box.py) starts. Not proved: anything of the GPU (PyPI's
+aarch64 TensorFlow has no CUDA; no Jetson ran this).
 
 Where the engine cannot run arm64 (no QEMU handler, not an arm64 host) every test here is
 skipped with the reason, and under CI=true it fails instead (.ci/run registers QEMU's handler;
