@@ -25,6 +25,7 @@ import docker
 import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
+from tfgpu import pins
 
 from tests import local_registry
 from tests.gpu.harness import GpuHost
@@ -309,8 +310,10 @@ def test_the_image_carries_its_pins_and_a_valid_sbom(image: str, tmp_path: Path)
     text = out.read_text()
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
     comps = json.loads(text)["components"]
-    by_name = {c["name"]: c for c in comps}
-    props = {c["name"]: {p["name"]: p["value"] for p in c["properties"]} for c in comps}
+    by_name = {pins.normalize(c["name"]): c for c in comps}  # tf-keras spells itself tf_keras
+    props = {
+        pins.normalize(c["name"]): {p["name"]: p["value"] for p in c["properties"]} for c in comps
+    }
     assert props["tensorflow"]["tfgpu:role"] == "tensorflow"
     assert sum(1 for p in props.values() if p.get("tfgpu:source") == "dpkg") > 50
     lock = wheel_locks.FILE.load()
@@ -324,4 +327,4 @@ def test_zz_print_the_guards_cost(image: str) -> None:
     """(figures) seconds per derived build, by recipe (the guard alone: bench_teams.py)"""
     for what, seconds in sorted(_timings.items()):
         print(f"{image}: {what}: {', '.join(f'{s:.1f}s' for s in seconds)}")
-    assert _timings
+    assert all(s > 0 for seconds in _timings.values() for s in seconds)
