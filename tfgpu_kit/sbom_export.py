@@ -27,6 +27,16 @@ class Sbom:
     text: str
     doc: dict[str, Any]
 
+    def summary(self) -> str:
+        """One line for people: where it was, that it is valid, what it lists, its size."""
+        n = self.counts()
+        return (
+            f"{self.ref}: {self.path}, valid CycloneDX {self.doc['specVersion']}: {n['all']} "
+            f"components ({n['dpkg']} OS packages, {n['python']} Python distributions, "
+            f"{n['sha256']} with the sha256 of their wheel), "
+            f"{len(self.text.encode()) / 1024:.0f} KiB"
+        )
+
     def counts(self) -> dict[str, int]:
         """Components by source (dpkg, python) and how many carry a sha256."""
         out = {"all": 0, "dpkg": 0, "python": 0, "sha256": 0}

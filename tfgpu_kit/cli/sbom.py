@@ -33,14 +33,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(found.text)
     else:
         args.out.write_text(found.text, encoding="utf-8")
-    n = found.counts()
-    stderr.print(
-        f"{args.image}: {found.path}, valid CycloneDX {found.doc['specVersion']}: {n['all']} "
-        f"components ({n['dpkg']} OS packages, {n['python']} Python distributions, {n['sha256']} "
-        f"with the sha256 of their wheel), {len(found.text.encode()) / 1024:.0f} KiB",
-        highlight=False,
-        markup=False,
-    )
+    stderr.print(found.summary(), highlight=False, markup=False)
     return 0
 
 
