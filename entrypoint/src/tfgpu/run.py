@@ -128,18 +128,15 @@ def exec_command(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
 
 def check_interpreter(command: "List[str]", env: "Mapping[str, str]") -> None:
     """Refuse a command whose Python imports TensorFlow without the hook (tfgpu.interpreter):
-    raises HookMissingError, or ConfigError for a bad TF_GPU_REQUIRE_HOOK. Costs nothing for a
-    command that is not Python; one probe of the interpreter (~20 ms) for one that is."""
+    raises HookMissingError, unless TF_GPU_REQUIRE_HOOK=false (validated at the door with the
+    other settings). Costs nothing for a command that is not Python; one probe of the
+    interpreter (~20 ms) for one that is."""
     if is_disabled(env):
         return
     from tfgpu import interpreter
-    from tfgpu.settings import parse_bool
 
-    required = env.get(interpreter.REQUIRE_HOOK, "").strip()
-    if required and not parse_bool(interpreter.REQUIRE_HOOK, required):
-        return
     python = interpreter.python_of(command, env)
-    if python is None:
+    if python is None or not parse_environment(env).require_hook:
         return
     found = interpreter.probe(python, env)
     if found is not None and found.unhooked_tensorflow:

@@ -44,6 +44,7 @@ _OWN_KIT_VARIABLES = (
     "TF_GPU_QUIET",
     "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
     "TF_GPU_METRICS_ADDR",  # the address it listens on
+    "TF_GPU_REQUIRE_HOOK",  # tfgpu run refuses a Python without the hook (tfgpu.interpreter)
 )
 _OWN_NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
@@ -170,6 +171,7 @@ class Settings:
         self.required = False
         self.mixed_precision: Optional[str] = None
         self.quiet = False
+        self.require_hook = True  # TF_GPU_REQUIRE_HOOK: refuse a Python that will not load the hook
         self.allocator: Optional[str] = None
         self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
         self.metrics_addr = DEFAULT_METRICS_ADDR
@@ -583,13 +585,19 @@ def _parse_rest(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
         s.mixed_precision = v.strip()
     v = get("TF_GPU_QUIET")
     s.quiet = parse_bool("TF_GPU_QUIET", v) if v is not None else False
+    v = get("TF_GPU_REQUIRE_HOOK")
+    s.require_hook = parse_bool("TF_GPU_REQUIRE_HOOK", v) if v is not None else True
     v = get("TF_GPU_METRICS_PORT")
     if v is not None:
         s.metrics_port = parse_metrics_port(v)
     v = get("TF_GPU_METRICS_ADDR")
     if v is not None:
         s.metrics_addr = parse_metrics_addr(v)
-    for name, default in (("TF_GPU_REQUIRED", "false"), ("TF_GPU_QUIET", "false")):
+    for name, default in (
+        ("TF_GPU_REQUIRED", "false"),
+        ("TF_GPU_QUIET", "false"),
+        ("TF_GPU_REQUIRE_HOOK", "true"),
+    ):
         s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
 
 
