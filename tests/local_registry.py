@@ -52,3 +52,5 @@ def serve(root: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+        # a pushed kit image is GBs of compressed layers: not left for pytest's kept temp folders
+        shutil.rmtree(root / "data", ignore_errors=True)
