@@ -18,7 +18,7 @@ Grammar (documented in docs/runtime.md):
 # when one of their variables is set (_wants), or when their names are asked for (__getattr__).
 from tfgpu import is_disabled
 from tfgpu.errors import ConfigError
-from tfgpu.names import strangers
+from tfgpu.names import CONTRACT, strangers
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up small
@@ -33,19 +33,8 @@ IMAGE_DEFAULT = "image default"
 KIT_DEFAULT = "kit default"
 DERIVED = "derived"
 
-_OWN_KIT_VARIABLES = (
-    "TF_GPU_CONFIG",
-    "TF_GPU_MEM_LIMIT",
-    "TF_GPU_MEMORY_GROWTH",
-    "TF_GPU_VIRTUAL_DEVICES",
-    "TF_CPU_VIRTUAL_DEVICES",
-    "TF_GPU_REQUIRED",
-    "TF_MIXED_PRECISION",
-    "TF_GPU_QUIET",
-    "TF_GPU_METRICS_PORT",  # served by tfgpu.metrics; validated here like the others
-    "TF_GPU_METRICS_ADDR",  # the address it listens on
-    "TF_GPU_REQUIRE_HOOK",  # tfgpu run refuses a Python without the hook (tfgpu.interpreter)
-)
+# the contract's own variables, in the order `tfgpu show` lists them: one list, in tfgpu.names
+_OWN_KIT_VARIABLES = CONTRACT
 _OWN_NATIVE_VARIABLES = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
 
 
