@@ -77,6 +77,20 @@ def refuse_unpullable(c: Any, label: str, ref: str) -> None:
         ) from None
 
 
+def image(c: Any, ref: str) -> Any:
+    """The local image `ref`, or DockerError: not found (build or pull it), or the engine refuses
+    the reference."""
+    try:
+        return c.images.get(ref)
+    except docker.errors.ImageNotFound:
+        raise DockerError(
+            f"image {ref} not found locally", hint="build it first (./kit build) or pull it"
+        ) from None
+    except (docker.errors.APIError, docker.errors.NullResource) as exc:
+        explanation = getattr(exc, "explanation", None) or exc
+        raise DockerError(f"cannot inspect image {ref!r}: {explanation}") from None
+
+
 def repo_digest(image: Any) -> str | None:
     """The registry digest (sha256:…) of a pulled image; None for local-only images."""
     digests = image.attrs.get("RepoDigests") or []

@@ -11,7 +11,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
-from tfgpu_kit.errors import DockerError, KitError
+from tfgpu_kit.errors import KitError
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +74,9 @@ def read(c: Any, ref: str) -> Sbom:
     """The SBOM of the local image `ref` (the file its io.tfgpu.sbom label names), validated."""
     import docker.errors  # here: the Docker SDK costs every build.py command 45-90 ms to import
 
-    try:
-        image = c.images.get(ref)
-    except docker.errors.ImageNotFound:
-        raise DockerError(
-            f"image {ref} not found locally", hint="build it first (./kit build) or pull it"
-        ) from None
-    except (docker.errors.APIError, docker.errors.NullResource) as exc:
-        explanation = getattr(exc, "explanation", None) or exc
-        raise DockerError(f"cannot inspect image {ref!r}: {explanation}") from None
+    from tfgpu_kit import docker_engine  # here too: it imports the Docker SDK
+
+    image = docker_engine.image(c, ref)
     labels = (image.attrs.get("Config") or {}).get("Labels") or {}
     path = labels.get(LABEL)
     if not path:

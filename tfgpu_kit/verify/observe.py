@@ -149,12 +149,9 @@ def collect(c: Any, ref: str, *, fake_driver: Path | None) -> Observed:
     with `fake_driver` (a directory from fakegpu.build), probe TensorFlow's verdict."""
     import docker.errors  # here: the Docker SDK costs every build.py command 45-90 ms to import
 
-    try:
-        image = c.images.get(ref)
-    except docker.errors.ImageNotFound:
-        raise DockerError(
-            f"image {ref} not found locally", hint="build it first or pull it"
-        ) from None
+    from tfgpu_kit import docker_engine  # here too: it imports the Docker SDK
+
+    image = docker_engine.image(c, ref)
     config = image.attrs.get("Config") or {}
     labels = dict(config.get("Labels") or {})
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
