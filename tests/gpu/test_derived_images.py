@@ -68,7 +68,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def published_slim(registry: str, image: str, docker_client: docker.DockerClient) -> str:
+def published_slim(registry: str, image: str, docker_client: docker.DockerClient) -> Iterator[str]:
     """The slim image as a platform team publishes it: `build.py build --push --registry R`
     (every step cached: the image is the one built for the suite), then FROM R's reference."""
     t0 = time.monotonic()
@@ -98,7 +98,10 @@ def published_slim(registry: str, image: str, docker_client: docker.DockerClient
 
     assert facts(pushed) == facts(tested)
     _timings.setdefault(f"{ref}: published (build --push)", []).append(time.monotonic() - t0)
-    return ref
+    yield ref
+    # its own layers (the rebuilt stage 1, ~5 GB) leave the disk with the module
+    for tag in pushed.tags:
+        docker_client.images.remove(tag, force=True)
 
 
 @pytest.fixture
