@@ -228,34 +228,22 @@ def test_no_record_is_an_error(tmp_path: Path) -> None:
     assert not doc["ok"] and problems(doc)[0].startswith("no tfgpu build record at")
 
 
+def tfgpu(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tfgpu", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
 def test_the_command_exits_1_with_the_fix_and_0_as_built(image: dict[str, str]) -> None:
     env = {**image, "PYTHONPATH": str(SRC)}
-    ok = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "check", "--build", "--python", sys.executable],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ok = tfgpu("check", "--build", "--python", sys.executable, env=env)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.splitlines()[-1] == "tfgpu: the GPU path is as the image was built"
     env["TF_GPU_CONFIG"] = "off"
-    broken = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "check", "--build", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    broken = tfgpu("check", "--build", "--json", env=env)
     assert broken.returncode == 1
     assert json.loads(broken.stdout)["ok"] is False
-    usage = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "check", "--accept", "x"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    usage = tfgpu("check", "--accept", "x", env=env)
     assert usage.returncode == 2 and "--python and --accept go with --build" in usage.stderr
 
 

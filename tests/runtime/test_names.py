@@ -25,6 +25,7 @@ from tfgpu import (
 from tfgpu.run import DERIVED_MARK, PREFLIGHT_MARK
 from tfgpu.settings import parse_environment
 
+from tests.runtime.test_run_startup import IMAGE_ENV as KIT_IMAGE_ENV
 from tests.runtime.test_run_startup import imports_of_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,16 +38,7 @@ TYPOS = (
     "tests/scale/test_contract_agreement.py",
 )
 # What the images set (dockerfiles/*/Dockerfile ENV) and what NVIDIA's bases set.
-IMAGE_ENV = {
-    "TF_GPU_MEMORY_GROWTH": "true",
-    "TFGPU_IMAGE_TF": "2.21.0",
-    "TFGPU_IMAGE_CUDA": "12.5",
-    "TFGPU_IMAGE_DRIVER_MIN": "555.42.06",
-    "TFGPU_IMAGE_DRIVER_MIN_COMPAT": "525.60.13",
-    "TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true",
-    "CUDA_VERSION": "12.5.1",
-    "TF_CPP_MIN_LOG_LEVEL": "2",
-}
+IMAGE_ENV = {**KIT_IMAGE_ENV, "CUDA_VERSION": "12.5.1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def repository_names() -> set[str]:
