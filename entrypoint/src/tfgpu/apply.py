@@ -140,7 +140,9 @@ def _set_tf_config(
         env_out["TF_CONFIG"] = cfg.value
     from tfgpu import peer_lost
 
-    peer_lost.install()  # a lost peer gets one line saying so, after TensorFlow's traceback
+    peer_lost.install(
+        "ps" in cfg.cluster
+    )  # a lost peer gets one line saying so, after TensorFlow's traceback
     # `tfgpu run` already said it at container start
     if not environ.get("TFGPU_RUN_PREFLIGHT") and not settings.quiet:
         stderr.write(f"tfgpu: cluster: {cfg.explain()}\n")

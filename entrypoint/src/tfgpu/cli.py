@@ -1,4 +1,4 @@
-"""The `tfgpu` command: `run`, `show`, `check`. Never shows a traceback to the user."""
+"""The `tfgpu` command: `run`, `show`, `check`, `server`. Never shows a traceback to the user."""
 
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import sys
@@ -37,6 +37,16 @@ and their files, the CUDA/cuDNN libraries TensorFlow loads, the hook in every Py
 the image's environment, and what this USER can write. Exit 0 as built, 1 broken."""
 
 
+SERVER_HELP = """\
+Parameter-server training (TF_GPU_PS): start this pod's TensorFlow gRPC server, as a worker or
+parameter server, and wait. The task comes from TF_CONFIG (the one the kit builds from TF_GPU_PS,
+TF_GPU_WORKERS, TF_GPU_WORKER_HOSTS, TF_GPU_PS_HOSTS, TF_GPU_CHIEF_HOST, TF_GPU_ROLE and the index,
+or your own). The chief runs your training program (ParameterServerStrategy with a
+ClusterCoordinator) instead. TensorFlow is imported, so the GPU caps apply first; a parameter
+server sees no GPU unless TF_GPU_PS_GPUS=true. Exit 78: no cluster, a chief or evaluator task, or
+a cluster without parameter servers."""
+
+
 def build_parser() -> "argparse.ArgumentParser":
     import argparse
 
@@ -65,6 +75,12 @@ def build_parser() -> "argparse.ArgumentParser":
     ):
         p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         p.add_argument("--json", action="store_true", help="print one JSON object")
+    sub.add_parser(
+        "server",
+        help="a worker's or parameter server's TensorFlow server (parameter-server training)",
+        description=SERVER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     check = sub.choices["check"]
     check.description = CHECK_HELP
     check.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -131,6 +147,10 @@ def _dispatch(parser: "argparse.ArgumentParser", argv: "List[str]") -> int:
         from tfgpu.show import show
 
         return show(as_json=args.json)
+    if args.command == "server":
+        from tfgpu.server import serve
+
+        return serve()
     if args.command == "check":
         if args.build:
             from tfgpu.build_check import check as check_build

@@ -38,7 +38,17 @@ CONTRACT = (
     "TF_GPU_REQUIRE_HOOK",  # issue 29: `tfgpu run` refuses a Python that will not load the hook
 )
 RECOVERY = ("TF_GPU_RECOVER_AT", "TF_GPU_RECOVER_AFTER", "TF_GPU_RECOVER_ACTION")
-CLUSTER = ("TF_GPU_WORKERS", "TF_GPU_WORKER_HOSTS", "TF_GPU_WORKER_INDEX", "TF_GPU_WORKER_PORT")
+CLUSTER = (  # tfgpu.tf_config.VARIABLES: multi-worker, then parameter-server training
+    "TF_GPU_WORKERS",
+    "TF_GPU_WORKER_HOSTS",
+    "TF_GPU_WORKER_INDEX",
+    "TF_GPU_WORKER_PORT",
+    "TF_GPU_PS",
+    "TF_GPU_PS_HOSTS",
+    "TF_GPU_CHIEF_HOST",
+    "TF_GPU_ROLE",
+    "TF_GPU_PS_GPUS",
+)
 JUPYTER = (  # tfgpu.jupyter_cull, the -jupyter images
     "TFGPU_JUPYTER_CULL_IDLE_TIMEOUT",
     "TFGPU_JUPYTER_CULL_INTERVAL",

@@ -6,6 +6,11 @@ raises UnavailableError ("Collective ops is aborted by: … The following tasks 
 (stopped sending heartbeats): /job:worker/replica:0/task:1"), deep inside a long traceback. This
 adds, after that traceback, one line naming the lost peer and saying what brings the group back;
 the exit status stays Python's (1), which the Job's or JobSet's failure policy acts on.
+
+In a parameter-server cluster (TF_CONFIG with a "ps" role) only the chief runs a program: a lost
+worker is survived there (the ClusterCoordinator runs its closures on the other workers), and an
+error that reaches the chief's top level is a lost parameter server (tested: "failed to connect to
+all addresses … remote target /job:ps/replica:0/task:0"), whose line says so instead.
 """
 
 import sys
@@ -26,6 +31,7 @@ _MARKERS = (
     "failed to connect to all addresses",
 )
 _HEARTBEATS = "(stopped sending heartbeats):"
+_PS_TARGET = "remote target /job:ps/"
 
 
 def is_peer_lost(kind: "Type[BaseException]", error: BaseException) -> bool:
@@ -33,8 +39,10 @@ def is_peer_lost(kind: "Type[BaseException]", error: BaseException) -> bool:
     return bool(names.intersection(_KINDS)) and any(m in str(error) for m in _MARKERS)
 
 
-def message(error: BaseException) -> str:
+def message(error: BaseException, parameter_servers: bool = False) -> str:
     text = str(error)
+    if parameter_servers:
+        return _ps_message(error, text)
     lost = "a peer"
     if _HEARTBEATS in text:
         tasks = text.split(_HEARTBEATS, 1)[1].strip().splitlines()
@@ -49,7 +57,20 @@ def message(error: BaseException) -> str:
     )
 
 
-def install() -> None:
+def _ps_message(error: BaseException, text: str) -> str:
+    lost = "a parameter server or worker"
+    if _PS_TARGET in text:
+        task = text.split(_PS_TARGET, 1)[1].split(maxsplit=1)[0]
+        lost = "the parameter server /job:ps/" + task.split("/device:")[0]
+    return (
+        f"tfgpu: error: this parameter-server cluster lost {lost} (TensorFlow: "
+        f"{type(error).__name__}); the variables a parameter server holds are gone with it, so "
+        "the chief stops (a lost worker is survived: the coordinator runs its steps on the other "
+        "workers); start the cluster again and restore your last tf.train.Checkpoint\n"
+    )
+
+
+def install(parameter_servers: bool = False) -> None:
     previous = sys.excepthook
 
     def hook(
@@ -57,7 +78,7 @@ def install() -> None:
     ) -> None:
         previous(kind, error, tb)
         if is_peer_lost(kind, error):
-            sys.stderr.write(message(error))
+            sys.stderr.write(message(error, parameter_servers))
             sys.stderr.flush()
 
     sys.excepthook = hook

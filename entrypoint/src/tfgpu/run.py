@@ -70,6 +70,9 @@ def prepare(environ: "Mapping[str, str]") -> "Dict[str, str]":
         if cluster.built:  # the user's own TF_CONFIG is never replaced (tfgpu.tf_config)
             env["TF_CONFIG"] = cluster.value
             added = sorted({*added, "TF_CONFIG"})
+    if settings.hide_gpus:  # a parameter server without TF_GPU_PS_GPUS=true (tfgpu.settings)
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        added = sorted({*added, "CUDA_VISIBLE_DEVICES"})
     if added:
         env[DERIVED_MARK] = ",".join(added)
     env[PREFLIGHT_MARK] = "1"

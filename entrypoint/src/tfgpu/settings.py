@@ -58,7 +58,16 @@ def __getattr__(name: str) -> "Tuple[str, ...]":
 # held to them by tests/runtime/test_run_startup.py (a name missed here would go unchecked).
 RECOVERY_PREFIX = "TF_GPU_RECOVER"  # tfgpu.recovery_rule.VARIABLES
 CLUSTER_PREFIX = "TF_GPU_WORKER"  # tfgpu.tf_config.VARIABLES
-CLUSTER_NAMES = ("TF_CONFIG", "TF_USE_LEGACY_KERAS")  # tf_config.TF_CONFIG, .LEGACY_KERAS
+# tf_config.TF_CONFIG, .LEGACY_KERAS, and the parameter-server variables (tf_config.PS…)
+CLUSTER_NAMES = (
+    "TF_CONFIG",
+    "TF_USE_LEGACY_KERAS",
+    "TF_GPU_PS",
+    "TF_GPU_PS_HOSTS",
+    "TF_GPU_CHIEF_HOST",
+    "TF_GPU_ROLE",
+    "TF_GPU_PS_GPUS",
+)
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
@@ -169,6 +178,8 @@ class Settings:
         self.legacy_keras: Optional[bool] = None  # TF_USE_LEGACY_KERAS; None: unset (Keras 3)
         # CUDA_VISIBLE_DEVICES: None = unset (all GPUs), [] = none, else the entries CUDA uses.
         self.visible_devices: Optional[List[str]] = None
+        # a parameter server's command gets CUDA_VISIBLE_DEVICES="" (TF_GPU_PS_GPUS, tf_config)
+        self.hide_gpus = False
         self.sources: Dict[str, Setting] = {}
         self.warnings: List[str] = []
         # What the image says about itself (TFGPU_IMAGE_*), for preflight and check.
@@ -493,10 +504,43 @@ def _parse_cluster(
                 f"{', '.join(unused)} not used: TF_CONFIG is set, and the kit never replaces it"
             )
         return
-    s.sources[tf_config.TF_CONFIG] = Setting(cfg.value, DERIVED, f"built from {tf_config.WORKERS}")
+    origin = (
+        tf_config.WORKERS if "ps" not in cfg.cluster else f"{tf_config.WORKERS}, {tf_config.PS}"
+    )
+    s.sources[tf_config.TF_CONFIG] = Setting(cfg.value, DERIVED, f"built from {origin}")
     s.sources.setdefault(tf_config.PORT, Setting(str(tf_config.DEFAULT_PORT), KIT_DEFAULT))
     if cfg.index_from != tf_config.INDEX:
         s.sources[tf_config.INDEX] = Setting(str(cfg.index), DERIVED, f"from {cfg.index_from}")
+    if "ps" in cfg.cluster:
+        v = get(tf_config.PS_GPUS)
+        ps_gpus = parse_bool(tf_config.PS_GPUS, v) if v is not None else False
+        s.sources.setdefault(tf_config.PS_GPUS, Setting("false", KIT_DEFAULT))
+        if cfg.task_type == "ps" and not ps_gpus:
+            _hide_gpus_from_ps(s, environ)
+
+
+def _hide_gpus_from_ps(s: "Settings", environ: "Mapping[str, str]") -> None:
+    """A parameter server holds variables in host memory and runs no step (TensorFlow's
+    ParameterServerStrategy): it gets no GPU unless TF_GPU_PS_GPUS=true, so that it neither
+    reserves GPU memory nor needs a GPU the pod does not have. A CUDA_VISIBLE_DEVICES the user
+    set is theirs (never replaced)."""
+    from tfgpu import tf_config
+
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return
+    if s.required:
+        raise ConfigError(
+            "TF_GPU_REQUIRED",
+            "true",
+            f"false on a parameter server, or true together with {tf_config.PS_GPUS}=true",
+            "false",
+            why=f"a parameter server gets no GPU unless {tf_config.PS_GPUS}=true",
+        )
+    s.visible_devices = []
+    s.hide_gpus = True
+    s.sources["CUDA_VISIBLE_DEVICES"] = Setting(
+        "", DERIVED, f"a parameter server: no GPU ({tf_config.PS_GPUS}=true gives it the pod's)"
+    )
 
 
 def _parse_visible(

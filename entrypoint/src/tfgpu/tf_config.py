@@ -11,6 +11,22 @@ from the pod's own environment, or the user's own one validated. Pure parsing, s
                                          each pod
     TF_GPU_WORKER_PORT=2222              the port every worker's gRPC server listens on
 
+Parameter-server training (tf.distribute.ParameterServerStrategy): a chief, TF_GPU_WORKERS
+workers and TF_GPU_PS parameter servers, every task listening on TF_GPU_WORKER_PORT:
+
+    TF_GPU_PS=1                          on: roles chief, worker and ps (unset: the workers only)
+    TF_GPU_PS_HOSTS=train-ps-{index}.train
+                                         the parameter servers' hosts, as TF_GPU_WORKER_HOSTS
+    TF_GPU_CHIEF_HOST=train-chief-0.train
+                                         the chief's host (one name, no {index})
+    TF_GPU_ROLE=ps                       this pod's role: chief, worker or ps (required with
+                                         TF_GPU_PS; without it only worker); the index within
+                                         the role is TF_GPU_WORKER_INDEX / JOB_COMPLETION_INDEX
+                                         (the chief's is 0)
+    TF_GPU_PS_GPUS=true                  a parameter server sees the pod's GPUs (default false:
+                                         `tfgpu run` gives it CUDA_VISIBLE_DEVICES="", since its
+                                         variables live in host memory; tfgpu.settings)
+
 Off unless TF_GPU_WORKERS is set. A TF_CONFIG set by the user is never replaced: it is checked
 (JSON, a cluster of "host:port" lists, a task inside it) and reported instead. One that `tfgpu
 run` built (listed in TFGPU_DERIVED) is rebuilt from the variables, which it came from.
@@ -39,13 +55,19 @@ from tfgpu.settings import whole_number
 
 TYPE_CHECKING = False  # not `from typing import …`: tfgpu run imports this at start-up
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 WORKERS = "TF_GPU_WORKERS"
 HOSTS = "TF_GPU_WORKER_HOSTS"
 INDEX = "TF_GPU_WORKER_INDEX"
 PORT = "TF_GPU_WORKER_PORT"
-VARIABLES = (WORKERS, HOSTS, INDEX, PORT)
+PS = "TF_GPU_PS"
+PS_HOSTS = "TF_GPU_PS_HOSTS"
+CHIEF_HOST = "TF_GPU_CHIEF_HOST"
+ROLE = "TF_GPU_ROLE"
+PS_GPUS = "TF_GPU_PS_GPUS"
+VARIABLES = (WORKERS, HOSTS, INDEX, PORT, PS, PS_HOSTS, CHIEF_HOST, ROLE, PS_GPUS)
+ROLES = ("chief", "worker", "ps")  # TF_GPU_ROLE with TF_GPU_PS (ParameterServerStrategy's)
 TF_CONFIG = "TF_CONFIG"
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
 JOB_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
@@ -70,6 +92,8 @@ HOSTS_ACCEPTED = (
     "order separated by ','; host names of letters, digits, '-' and '.'"
 )
 HOSTS_EXAMPLE = "train-{index}.train-workers"
+PS_HOSTS_EXAMPLE = "train-ps-{index}.train"
+CHIEF_HOST_EXAMPLE = "train-chief-0.train"
 TF_CONFIG_ACCEPTED = (
     'JSON: {"cluster": {"worker": ["host:port", …]}, "task": {"type": "worker", "index": N}} '
     "with the task's type in the cluster and its index in that list"
@@ -152,76 +176,118 @@ def parse_port(value: str, variable: str = PORT) -> int:
     return port
 
 
-def parse_index(variable: str, value: str, workers: int) -> int:
+def parse_index(
+    variable: str, value: str, workers: int, role: str = "worker", count_from: str = WORKERS
+) -> int:
+    """The task's index within its role (`workers` tasks of it, counted by `count_from`)."""
     text = value.strip()
-    accepted = f"a worker index from 0 to {workers - 1} ({WORKERS}={workers})"
+    accepted = f"a {role} index from 0 to {workers - 1} ({count_from}={workers})"
     if not (text.isascii() and text.isdigit()):
         raise ConfigError(variable, value, accepted, "0")
     index = whole_number(text, workers - 1)
     if index is None:
-        raise ConfigError(variable, value, accepted, "0", why=f"only {workers} workers")
+        noun = "workers" if role == "worker" else f"{role} tasks"
+        raise ConfigError(variable, value, accepted, "0", why=f"only {workers} {noun}")
     return index
+
+
+def parse_ps(value: str) -> int:
+    count = whole_number(value.strip(), MAX_WORKERS)
+    if count is None or count < 1:
+        raise ConfigError(
+            PS, value, f"a whole number of parameter servers from 1 to {MAX_WORKERS}", "1"
+        )
+    return count
+
+
+def parse_role(value: str) -> str:
+    role = value.strip()
+    if role not in ROLES:
+        raise ConfigError(
+            ROLE,
+            value,
+            f"this pod's role with {PS}: {', '.join(ROLES)} (lower case)",
+            "worker",
+        )
+    return role
+
+
+def parse_chief_host(value: str) -> str:
+    host = value.strip()
+    if not _valid_host(host):
+        raise ConfigError(
+            CHIEF_HOST,
+            value,
+            "the chief's one host name: letters, digits, '-' and '.' (no {index}, no list)",
+            CHIEF_HOST_EXAMPLE,
+        )
+    return host
 
 
 def _valid_host(host: str) -> bool:
     return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.split("."))
 
 
-def parse_hosts(value: str, workers: int) -> List[str]:
-    """The workers' host names, in index order: a pattern expanded, or a list of exactly
-    `workers` names."""
+def parse_hosts(
+    value: str,
+    workers: int,
+    variable: str = HOSTS,
+    count_from: str = WORKERS,
+    example: str = HOSTS_EXAMPLE,
+) -> List[str]:
+    """The workers' (or, `variable`=TF_GPU_PS_HOSTS, the parameter servers') host names, in
+    index order: a pattern expanded, or a list of exactly `workers` names."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(variable, value, HOSTS_ACCEPTED, example, why=why)
+
     text = value.strip()
     if PLACEHOLDER not in text and ("{" in text or "}" in text):
-        raise ConfigError(
-            HOSTS,
-            value,
-            HOSTS_ACCEPTED,
-            HOSTS_EXAMPLE,
-            why=f"the pattern's placeholder is {PLACEHOLDER}, written exactly so",
-        )
+        raise refuse(f"the pattern's placeholder is {PLACEHOLDER}, written exactly so")
     if PLACEHOLDER in text:
         if text.count(PLACEHOLDER) != 1 or "," in text:
-            raise ConfigError(
-                HOSTS, value, HOSTS_ACCEPTED, HOSTS_EXAMPLE, why="one {index} in one pattern"
-            )
+            raise refuse("one {index} in one pattern")
         hosts = [text.replace(PLACEHOLDER, str(i)) for i in range(workers)]
     else:
         hosts = [h.strip() for h in text.split(",")]
         if len(hosts) != workers:
-            raise ConfigError(
-                HOSTS,
-                value,
-                HOSTS_ACCEPTED,
-                HOSTS_EXAMPLE,
-                why=f"{len(hosts)} host(s) for {WORKERS}={workers}",
-            )
+            raise refuse(f"{len(hosts)} host(s) for {count_from}={workers}")
     for host in hosts:
         if not _valid_host(host):
-            raise ConfigError(
-                HOSTS, value, HOSTS_ACCEPTED, HOSTS_EXAMPLE, why=f"{host!r} is not a host name"
-            )
+            raise refuse(f"{host!r} is not a host name")
     if len(set(h.lower() for h in hosts)) != len(hosts):
-        raise ConfigError(HOSTS, value, HOSTS_ACCEPTED, HOSTS_EXAMPLE, why="a host is listed twice")
+        raise refuse("a host is listed twice")
     return hosts
 
 
-def build(workers: int, hosts: List[str], index: int, port: int, index_from: str) -> TfConfig:
+def build(
+    workers: int,
+    hosts: List[str],
+    index: int,
+    port: int,
+    index_from: str,
+    roles: Optional[Dict[str, List[str]]] = None,
+    task_type: str = "worker",
+) -> TfConfig:
+    """The kit's TF_CONFIG: the workers, or every role of `roles` (host names in index order)."""
     import json  # only for multi-worker: `tfgpu run` start-up does not pay it otherwise
 
-    cluster = {"worker": [f"{h}:{port}" for h in hosts]}
-    doc = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+    every = {**(roles or {}), "worker": hosts}
+    order = [role for role in ROLES if role in every]  # chief, worker, ps: as `show` lists them
+    cluster: Dict[str, List[str]] = {role: [f"{h}:{port}" for h in every[role]] for role in order}
+    doc = {"cluster": cluster, "task": {"type": task_type, "index": index}}
     value = json.dumps(doc, separators=(",", ":"), sort_keys=True)
     if len(value.encode()) > MAX_TF_CONFIG_BYTES:
         raise ConfigError(
             WORKERS,
             str(workers),
-            f"workers whose TF_CONFIG (every worker's host:port) fits in "
+            f"workers whose TF_CONFIG (every task's host:port) fits in "
             f"{MAX_TF_CONFIG_BYTES // 1024} KiB: fewer workers or shorter host names",
             "2",
             why=f"their TF_CONFIG would be {len(value.encode())} bytes: Linux refuses to start "
             "a program whose environment holds one string over 128 KiB (E2BIG)",
         )
-    return TfConfig(value, True, "worker", index, cluster, index_from)
+    return TfConfig(value, True, task_type, index, cluster, index_from)
 
 
 def _kind(item: object) -> str:
@@ -307,6 +373,45 @@ def parse_user_tf_config(value: str) -> TfConfig:
     return TfConfig(value, False, task_type, index, cluster)
 
 
+def _only_with(get: Callable[[str], Optional[str]], names: Tuple[str, ...], switch: str) -> None:
+    """Refuse any of `names` set without `switch` (a variable that would do nothing)."""
+    for name in names:
+        value = get(name)
+        if value is not None:
+            example = "2" if switch == WORKERS else "1"
+            raise ConfigError(
+                name,
+                value,
+                f"only together with {switch}, which turns "
+                + ("multi-worker" if switch == WORKERS else "parameter-server")
+                + " training on",
+                f"{value} (with {switch}={example})",
+                why=f"{switch} is not set",
+            )
+
+
+def _task_index(
+    get: Callable[[str], Optional[str]],
+    environ: Mapping[str, str],
+    count: int,
+    role: str,
+    count_from: str,
+) -> Tuple[int, str]:
+    """This task's index within its role, and the variable it came from."""
+    index_text, index_from = get(INDEX), INDEX
+    if index_text is None:
+        index_text, index_from = environ.get(JOB_INDEX, "").strip() or None, JOB_INDEX
+    if index_text is None:
+        raise ConfigError(
+            INDEX,
+            "",
+            f"this {role}'s index; set it, or run in an Indexed Job, which sets {JOB_INDEX}",
+            "0",
+            why=f"neither it nor {JOB_INDEX} is set",
+        )
+    return parse_index(index_from, index_text, count, role, count_from), index_from
+
+
 def parse(
     get: Callable[[str], Optional[str]], environ: Mapping[str, str], derived: bool
 ) -> Optional[TfConfig]:
@@ -316,18 +421,29 @@ def parse(
     user = get(TF_CONFIG)
     if user is not None and not derived:
         return parse_user_tf_config(user)
+    ps_text = get(PS)
+    if ps_text is None:
+        _only_with(get, (PS_HOSTS, CHIEF_HOST, PS_GPUS), PS)
+        role_text = get(ROLE)
+        if role_text is not None and role_text.strip() != "worker":
+            raise ConfigError(
+                ROLE,
+                role_text,
+                f"worker (or unset) without {PS}; chief, worker or ps with {PS} set",
+                f"chief (with {PS}=1)",
+                why=f"{PS} is not set: every task is a worker",
+            )
     workers_text = get(WORKERS)
     if workers_text is None:
-        for name in (HOSTS, INDEX, PORT):
-            value = get(name)
-            if value is not None:
-                raise ConfigError(
-                    name,
-                    value,
-                    f"only together with {WORKERS}, which turns multi-worker training on",
-                    f"{value} (with {WORKERS}=2)",
-                    why=f"{WORKERS} is not set",
-                )
+        _only_with(get, (HOSTS, INDEX, PORT, ROLE), WORKERS)
+        if ps_text is not None:
+            raise ConfigError(
+                PS,
+                ps_text,
+                f"together with {WORKERS}, the number of workers, and {HOSTS}",
+                f"{ps_text} with {WORKERS}=2",
+                why=f"{WORKERS} is not set",
+            )
         return None
     workers = parse_workers(workers_text)
     hosts_text = get(HOSTS)
@@ -342,16 +458,58 @@ def parse(
     hosts = parse_hosts(hosts_text, workers)
     port_text = get(PORT)
     port = parse_port(port_text) if port_text is not None else DEFAULT_PORT
-    index_text, index_from = get(INDEX), INDEX
-    if index_text is None:
-        index_text, index_from = environ.get(JOB_INDEX, "").strip() or None, JOB_INDEX
-    if index_text is None:
-        raise ConfigError(
-            INDEX,
-            "",
-            f"this worker's index; set it, or run in an Indexed Job, which sets {JOB_INDEX}",
-            "0",
-            why=f"neither it nor {JOB_INDEX} is set",
-        )
-    index = parse_index(index_from, index_text, workers)
-    return build(workers, hosts, index, port, index_from)
+    if ps_text is None:
+        index, index_from = _task_index(get, environ, workers, "worker", WORKERS)
+        return build(workers, hosts, index, port, index_from)
+    return _parse_ps_cluster(get, environ, ps_text, workers, hosts, port)
+
+
+def _parse_ps_cluster(
+    get: Callable[[str], Optional[str]],
+    environ: Mapping[str, str],
+    ps_text: str,
+    workers: int,
+    hosts: List[str],
+    port: int,
+) -> TfConfig:
+    """TF_GPU_PS is set: chief, workers and parameter servers (module doc)."""
+    ps = parse_ps(ps_text)
+    needed = ((PS_HOSTS, PS_HOSTS_EXAMPLE), (CHIEF_HOST, CHIEF_HOST_EXAMPLE), (ROLE, "worker"))
+    for name, example in needed:
+        if get(name) is None:
+            raise ConfigError(
+                PS,
+                ps_text,
+                f"together with {PS_HOSTS}, {CHIEF_HOST} and {ROLE}",
+                f"{ps} with {name}={example}",
+                why=f"{name} is not set",
+            )
+    ps_hosts = parse_hosts(str(get(PS_HOSTS)), ps, PS_HOSTS, PS, PS_HOSTS_EXAMPLE)
+    chief = parse_chief_host(str(get(CHIEF_HOST)))
+    role = parse_role(str(get(ROLE)))
+    # one host, one task: two roles on one name would be two gRPC servers on one port
+    owner: Dict[str, str] = {}
+    for name, listed in ((CHIEF_HOST, [chief]), (HOSTS, hosts), (PS_HOSTS, ps_hosts)):
+        for host in listed:
+            other = owner.setdefault(host.lower(), name)
+            if other != name:
+                raise ConfigError(
+                    name,
+                    str(get(name)),
+                    "host names of its own: every task (chief, worker, ps) has its own host",
+                    {CHIEF_HOST: CHIEF_HOST_EXAMPLE, PS_HOSTS: PS_HOSTS_EXAMPLE}.get(
+                        name, HOSTS_EXAMPLE
+                    ),
+                    why=f"{host!r} is in {other} too",
+                )
+    if role == "chief":
+        index_text = get(INDEX)
+        if index_text is not None and index_text.strip() != "0":
+            raise ConfigError(INDEX, index_text, "0 for the chief (there is one)", "0")
+        index, index_from = 0, ROLE
+    elif role == "worker":
+        index, index_from = _task_index(get, environ, workers, "worker", WORKERS)
+    else:
+        index, index_from = _task_index(get, environ, ps, "ps", PS)
+    roles = {"chief": [chief], "ps": ps_hosts}
+    return build(workers, hosts, index, port, index_from, roles, role)

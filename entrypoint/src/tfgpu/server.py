@@ -1,0 +1,105 @@
+"""`tfgpu server`: the TensorFlow gRPC server of a worker or parameter server in a
+parameter-server cluster (TF_GPU_PS, tfgpu.tf_config), started and joined. The chief runs the
+user's training program (ParameterServerStrategy + ClusterCoordinator), which sends these servers
+its functions and variables; a worker or parameter server runs no program of its own.
+
+This is TensorFlow's own recipe (tensorflow/docs site/en/tutorials/distribute/
+parameter_server_training.ipynb, "Cluster setup"): `tf.distribute.Server(cluster_spec,
+job_name=..., task_index=..., protocol="grpc", start=True)`, `GRPC_FAIL_FAST=use_caller`, then
+`server.join()`. TensorFlow is imported here, so the hook applies the GPU caps first, as for any
+program; a parameter server sees no GPU unless TF_GPU_PS_GPUS=true (tfgpu.settings)."""
+
+import os
+import sys
+
+from tfgpu import is_disabled
+from tfgpu.errors import ConfigError, printable
+from tfgpu.settings import parse_environment
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import MutableMapping
+
+    from tfgpu.tf_config import TfConfig
+
+SERVED_ROLES = ("worker", "ps")
+NO_CLUSTER = (
+    "a parameter-server cluster: TF_GPU_PS, TF_GPU_WORKERS, TF_GPU_WORKER_HOSTS, TF_GPU_PS_HOSTS, "
+    "TF_GPU_CHIEF_HOST and TF_GPU_ROLE=worker or ps (docs/runtime.md), or your own TF_CONFIG "
+    "whose task is a worker or ps"
+)
+
+
+def cluster_to_serve(environ: "MutableMapping[str, str]") -> "TfConfig":
+    """This pod's task, or ConfigError (exit 78) when there is none a server is for."""
+    if is_disabled(environ):
+        # the kit builds nothing; a TF_CONFIG of the user's own is still served
+        from tfgpu import tf_config
+
+        user = environ.get("TF_CONFIG", "").strip()
+        if not user:
+            raise ConfigError(
+                "TF_GPU_CONFIG",
+                environ.get("TF_GPU_CONFIG", ""),
+                "on, for the kit to build TF_CONFIG from TF_GPU_PS… (or set TF_CONFIG yourself)",
+                "on",
+                why="TF_GPU_CONFIG=off and no TF_CONFIG: there is no cluster to serve",
+            )
+        cfg = tf_config.parse_user_tf_config(user)
+    else:
+        settings = parse_environment(environ)
+        if settings.tf_config is None:
+            raise ConfigError(
+                "TF_GPU_PS",
+                "",
+                NO_CLUSTER,
+                "1",
+                why="no cluster: neither TF_CONFIG nor TF_GPU_WORKERS is set",
+            )
+        cfg = settings.tf_config
+        if settings.hide_gpus and "CUDA_VISIBLE_DEVICES" not in environ:
+            environ["CUDA_VISIBLE_DEVICES"] = ""  # run directly, not under `tfgpu run`
+    variable = "TF_GPU_ROLE" if cfg.built else "TF_CONFIG"
+    value = cfg.task_type if cfg.built else cfg.value
+    if "ps" not in cfg.cluster:
+        raise ConfigError(
+            variable,
+            value,
+            NO_CLUSTER,
+            "TF_GPU_PS=1",
+            why="the cluster has no ps role: with MultiWorkerMirroredStrategy every worker runs "
+            "the training program itself, not `tfgpu server`",
+        )
+    if cfg.task_type not in SERVED_ROLES:
+        raise ConfigError(
+            variable,
+            value,
+            "worker or ps: `tfgpu server` is the server of a worker or parameter server",
+            "worker",
+            why=f"this task is the {printable(cfg.task_type)}, which runs your training program "
+            "(ParameterServerStrategy + ClusterCoordinator), not a server",
+        )
+    return cfg
+
+
+def serve() -> int:
+    """Start this task's server and join it: returns only if TensorFlow stops it."""
+    cfg = cluster_to_serve(os.environ)
+    # a call from the chief that meets a lost peer fails at once rather than waiting (the
+    # tutorial's setting; the coordinator then reschedules or reports)
+    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+    sys.stderr.write(f"tfgpu: server: {cfg.explain()}\n")
+    sys.stderr.flush()
+    import tensorflow as tf  # the hook applies the caps first
+
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(cfg.cluster),
+        job_name=cfg.task_type,
+        task_index=cfg.index,
+        protocol="grpc",
+        start=True,
+    )
+    sys.stderr.write(f"tfgpu: server: {cfg.task_type} {cfg.index} listening on {cfg.address}\n")
+    sys.stderr.flush()
+    server.join()
+    return 0
