@@ -1,0 +1,124 @@
+"""A parameter-server cluster (issue 33) in containers of the kit's image on one Docker network:
+one chief, TF_GPU_WORKERS workers and TF_GPU_PS parameter servers, each container's network
+alias the DNS name its pod gets in a JobSet (`<jobset>-<replicatedJob>-<job index>-<pod
+index>.<subdomain>`, the subdomain being the JobSet's name by default: jobset.sigs.k8s.io), its
+environment exactly the variables of the parameter-server contract (docs/runtime.md), which the
+Kubernetes half of issue 33 sets in each pod, plus the JOB_COMPLETION_INDEX that the indexed Job
+sets. No TF_CONFIG: the image's runtime builds it. Workers and parameter servers run `tfgpu
+server`; the chief runs ps_train.py. Shared by tests/multiworker/test_parameter_servers.py and
+benchmarks/parameter_servers.py; what is and is not simulated is as for group.py.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Mapping
+
+from tests.multiworker.group import HERE, SCRIPT_DIR, Group, Worker
+
+JOBSET = "tfgpu-train"
+
+
+def alias(role: str, index: int) -> str:
+    """The pod's DNS name: replicatedJob `role` of one Job, pod `index` of that Job."""
+    return f"{JOBSET}-{role}-0-{index}.{JOBSET}"
+
+
+def contract_env(workers: int, ps: int, role: str) -> dict[str, str]:
+    """The variables every pod of the cluster gets, TF_GPU_ROLE its own."""
+    return {
+        "TF_GPU_PS": str(ps),
+        "TF_GPU_WORKERS": str(workers),
+        "TF_GPU_WORKER_HOSTS": alias("worker", 0).replace("-0.", "-{index}.", 1),
+        "TF_GPU_PS_HOSTS": alias("ps", 0).replace("-0.", "-{index}.", 1),
+        "TF_GPU_CHIEF_HOST": alias("chief", 0),
+        "TF_GPU_ROLE": role,
+    }
+
+
+def start_task(
+    g: Group,
+    image: str,
+    role: str,
+    index: int,
+    command: list[str],
+    env: dict[str, str],
+    extra_env: Mapping[str, str] | None = None,
+) -> Worker:
+    api = g.client.api
+    networking = api.create_networking_config(
+        {g.network: api.create_endpoint_config(aliases=[alias(role, index)])}
+    )
+    created = api.create_container(
+        image,
+        command=command,
+        environment={**env, "JOB_COMPLETION_INDEX": str(index), **(extra_env or {})},
+        host_config=api.create_host_config(
+            binds={str(HERE): {"bind": SCRIPT_DIR, "mode": "ro"}},
+            network_mode=g.network,
+            shm_size="256m",
+        ),
+        networking_config=networking,
+        name=f"ps-{uuid.uuid4().hex[:8]}-{role}-{index}",
+    )
+    container = g.client.containers.get(created["Id"])
+    t0 = time.time()
+    container.start()
+    task = Worker(index, container, t0)
+    g.workers.append(task)
+    return task
+
+
+def start_cluster(
+    g: Group,
+    image: str,
+    chief_args: list[str],
+    *,
+    workers: int = 2,
+    ps: int = 1,
+    extra_env: Mapping[str, str] | None = None,
+) -> tuple[Worker, list[Worker], list[Worker]]:
+    """(chief, workers, parameter servers), started servers first, as a JobSet may start them
+    (in any order: ps_train.py waits for every task)."""
+    servers = {
+        role: [
+            start_task(
+                g, image, role, i, ["tfgpu", "server"], contract_env(workers, ps, role), extra_env
+            )
+            for i in range(count)
+        ]
+        for role, count in (("ps", ps), ("worker", workers))
+    }
+    chief = start_task(
+        g,
+        image,
+        "chief",
+        0,
+        ["python", f"{SCRIPT_DIR}/ps_train.py", *chief_args],
+        contract_env(workers, ps, "chief"),
+        extra_env,
+    )
+    return chief, servers["worker"], servers["ps"]
+
+
+def marks(task: Worker, name: str) -> list[tuple[str, float]]:
+    """The `ps: NAME … t=…` lines of ps_train.py: (the text between, the time)."""
+    found = []
+    for m in re.finditer(rf"^ps: {re.escape(name)}(.*) t=([0-9.]+)$", task.logs(), re.M):
+        found.append((m.group(1).strip(), float(m.group(2))))
+    return found
+
+
+def wait_for_mark(task: Worker, name: str, timeout: float) -> float:
+    """Seconds until the chief's log has `ps: NAME`; fails on timeout or if it exits first."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if marks(task, name):
+            return time.monotonic() - t0
+        task.container.reload()
+        if task.container.status == "exited":
+            raise AssertionError(f"the chief exited before {name!r}\n{task.logs()[-6000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"no {name!r} from the chief in {timeout}s\n{task.logs()[-6000:]}")
