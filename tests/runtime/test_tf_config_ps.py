@@ -159,6 +159,23 @@ def test_a_parameter_server_gets_no_gpu_unless_asked() -> None:
         assert not other.hide_gpus and other.visible_devices is None
 
 
+def test_run_gives_a_parameter_server_no_gpu_without_warning() -> None:
+    r = _tfgpu(
+        "run",
+        "--",
+        "sh",
+        "-c",
+        'echo "[$CUDA_VISIBLE_DEVICES]"',
+        **PS,
+        TF_GPU_ROLE="ps",
+        JOB_COMPLETION_INDEX="0",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    assert "no GPU:" not in r.stderr  # by design on a parameter server: no warning
+    assert "tfgpu: cluster: ps 0 of 1 chief, 2 worker, 1 ps" in r.stderr
+
+
 def test_users_tf_config_with_any_roles_is_kept() -> None:
     for role in ("chief", "worker", "ps", "evaluator"):
         mine = {

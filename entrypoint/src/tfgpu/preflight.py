@@ -89,7 +89,7 @@ def run_preflight(
     ):  # GPUs unknown, not absent: no "not applied" noise
         plan.warnings = [w for w in plan.warnings if "no GPU is visible" not in w]
     result = Preflight(report, gpus, plan)
-    if no_gpu is not None:
+    if no_gpu is not None and not settings.hide_gpus:  # a parameter server's is by design
         problems.append(Problem(WARNING, f"no GPU: {no_gpu}; TensorFlow will run on the CPU"))
     problems += [Problem(WARNING, w) for w in plan.warnings]
     if shm_path is not None:  # imported only then: `tfgpu run` does not ask (start-up time)
