@@ -142,7 +142,10 @@ def test_parameter_server_groups(capsys: pytest.CaptureFixture[str], jobset: boo
     if jobset:
         (doc,) = docs
         name = doc["metadata"]["name"]
-        assert doc["spec"]["successPolicy"] == {"operator": "Any", "targetReplicatedJobs": ["chief"]}
+        assert doc["spec"]["successPolicy"] == {
+            "operator": "Any",
+            "targetReplicatedJobs": ["chief"],
+        }
         groups = {
             r["name"]: (r["template"]["spec"], f"{name}-{r['name']}-0", name)
             for r in doc["spec"]["replicatedJobs"]
