@@ -16,6 +16,14 @@ JOBSET_JOB = "worker"  # the JobSet's one replicatedJob
 CHIEF, WORKER, PS = "chief", "worker", "ps"
 ROLES = (CHIEF, WORKER, PS)
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a workload (--queue)
+# Kubeflow Trainer v2 (--trainer): the replicatedJob and container its TrainJob's `trainer`
+# settings (and numNodes) apply to, marked by the ancestor label (kubeflow/trainer
+# 8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3, pkg/constants/constants.go Node, LabelTrainJobAncestor)
+TRAINER_NODE = "node"
+TRAINER_ANCESTOR = ("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
+# the pod's JobSet (= TrainJob) name, a label JobSet puts on every pod (kubernetes-sigs/jobset
+# 08dfbdfd682714a9ab929633eca8dc95315187e7, api/jobset/v1alpha2/jobset_types.go JobSetNameKey)
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class Workers:
     env: list[tuple[str, str]] = field(default_factory=list)  # the workers' own variables
     ps: int = 0  # parameter servers (--ps): 0 = MultiWorkerMirroredStrategy, no chief or ps
     role: str = WORKER  # the group of a parameter-server cluster this Job runs (ROLES)
+    trainer: bool = False  # a Kubeflow Trainer v2 runtime: host names from the pod's JobSet name
 
     @property
     def backoff_limit(self) -> int:
@@ -118,6 +127,7 @@ class Flags:
     checkpoint_claim: str | None
     max_restarts: str | None
     ps: str | None
+    trainer: bool
     queue: str | None
     cpu: str
     memory: str

@@ -34,6 +34,8 @@ from tfgpu_kit.k8s_flags import (
     JOB_ONLY,
     QUEUE_LABEL,
     ROLES,
+    TRAINER_ANCESTOR,
+    TRAINER_NODE,
     WORKERS_ONLY,
     Workers,
 )
@@ -128,9 +130,11 @@ def _training(groups: list[Workload], kit: dict[str, object]) -> list[tuple[str,
     if first.workers is None:
         return [_render("job", **_context("job", first, kit))]
     contexts = [_context("job", group, kit) for group in groups]
+    if first.workers.trainer:
+        return _trainer(groups, contexts, kit)
     if first.workers.jobset:
         replicated = [
-            {"name": group.workers.role if group.workers else "", **context}
+            {"name": group.workers.role if group.workers else "", "ancestor": False, **context}
             for group, context in zip(groups, contexts, strict=True)
         ]
         return [_render("jobset", jobs=replicated, **contexts[0])]
@@ -143,6 +147,34 @@ def _training(groups: list[Workload], kit: dict[str, object]) -> list[tuple[str,
         for end, context in zip(suffix, contexts, strict=True)
     ]
     return [*jobs, _render("service", **_context("job", service, kit))]
+
+
+def _trainer(
+    groups: list[Workload], contexts: list[dict[str, object]], kit: dict[str, object]
+) -> list[tuple[str, str]]:
+    """Kubeflow Trainer v2: a ClusterTrainingRuntime of the groups (the first one is Trainer's
+    `node`, the TrainJob's trainer) and a TrainJob that runs it."""
+    first = groups[0]
+    assert first.workers is not None
+    ps = first.workers.ps
+    train = first.app  # the TrainJob's name, and its pods' app.kubernetes.io/name
+    replicated = [
+        {
+            "name": (group.workers.role if ps and group.workers else TRAINER_NODE),
+            "ancestor": index == 0,
+            **context,
+        }
+        for index, (group, context) in enumerate(zip(groups, contexts, strict=True))
+    ]
+    runtime = {"name": f"{train.removesuffix('-train')}-tensorflow{'-ps' if ps else ''}"}
+    context = {
+        **contexts[0],
+        "jobs": replicated,
+        "runtime": runtime,
+        "trainjob": train,
+        "ancestor": TRAINER_ANCESTOR,
+    }
+    return [_render("clustertrainingruntime", **context), _render("trainjob", **context)]
 
 
 def _render(name: str, **context: object) -> tuple[str, str]:
@@ -413,13 +445,13 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
     servers (the chief runs the command, the others their role's gRPC server)."""
     args = _command("--train-cmd", flags.value("train_cmd"))
     if flags.workers is None:
-        for name in ("jobset", *WORKERS_ONLY):
+        for name in ("jobset", "trainer", *WORKERS_ONLY):
             if getattr(flags, name):
                 flag = "--" + name.replace("_", "-")
                 raise UsageError(
                     f"{flag} shapes a multi-worker Job, which only --workers renders: "
                     f"example: --workers 2 {flag}"
-                    + ("" if name == "jobset" else f" {shlex.quote(DEFAULTS[name])}")
+                    + ("" if name in ("jobset", "trainer") else f" {shlex.quote(DEFAULTS[name])}")
                 )
         parallelism, completions = (
             whole_number(f"--{name}", flags.value(name), example, high=MAX_INT32)
@@ -433,12 +465,13 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
     if not workers.ps:
         return [
             Workload(
-                job,
+                TRAINER_NODE if workers.trainer else job,
                 args,
                 parallelism=workers.count,
                 completions=workers.count,
                 backoff_limit=0 if workers.jobset else workers.backoff_limit,
                 workers=workers,
+                app=job if workers.trainer else "",
             )
         ]
     groups = []
@@ -452,9 +485,13 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
         # coordinator gives its closures to the others meanwhile (TensorFlow's documented
         # fault tolerance); three separate Jobs each replace their own pods
         survives = role == "worker" or not workers.jobset
+        # Trainer v2: the chief is the runtime's trainer node (container `node`)
+        name = job if workers.jobset else f"{job}-{role}"
+        if workers.trainer:
+            name = TRAINER_NODE if role == "chief" else role
         groups.append(
             Workload(
-                job if workers.jobset else f"{job}-{role}",
+                name,
                 args if role == "chief" else list(k8s_workers.SERVER_ARGS),
                 parallelism=pods,
                 completions=pods,

@@ -25,7 +25,7 @@ from tfgpu.settings import parse_environment
 from tfgpu_kit import name_rules
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import whole_number
-from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, Flags, Workers
+from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
 
 MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
 # The parameter-server contract of issue 33 (its runtime half reads them in tfgpu.tf_config;
@@ -35,9 +35,19 @@ PS_HOSTS = "TF_GPU_PS_HOSTS"
 CHIEF_HOST = "TF_GPU_CHIEF_HOST"
 ROLE = "TF_GPU_ROLE"
 PS_VARIABLES = (PS_COUNT, PS_HOSTS, CHIEF_HOST, ROLE)
+# --trainer: the pod's JobSet name (its TrainJob's), from the downward API; Kubernetes expands
+# $(JOBSET_NAME) in the later variables' values (kubernetes.io, "Define Dependent Environment
+# Variables"), so one runtime serves TrainJobs of any name
+JOBSET_NAME = "JOBSET_NAME"
 SERVER_ARGS = ["tfgpu", "server"]  # what workers and parameter servers run: the role's gRPC server
 # What --workers sets in each pod; given again with --env, the pod would hold two values.
-OWNED = (*tf_config.VARIABLES, *PS_VARIABLES, tf_config.TF_CONFIG, tf_config.LEGACY_KERAS)
+OWNED = (
+    *tf_config.VARIABLES,
+    *PS_VARIABLES,
+    JOBSET_NAME,
+    tf_config.TF_CONFIG,
+    tf_config.LEGACY_KERAS,
+)
 
 
 def refuse_owned(flags: Flags) -> None:
@@ -95,7 +105,13 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
     # pods: its replicatedJob with one replica, job index 0)
     job = f"{flags.name}-train"
     servers = 0 if flags.ps is None else whole_number("--ps", flags.ps, "1", high=MAX_WORKERS)
-    pattern = _hosts(flags, job, JOBSET_JOB, count, separate=servers > 0)
+    if flags.trainer and flags.jobset:
+        raise UsageError(
+            "--jobset and --trainer: a Trainer v2 runtime is a JobSet already (Trainer creates "
+            "it for each TrainJob); accepted: one of them; example: --workers 2 --trainer"
+        )
+    group = TRAINER_NODE if flags.trainer and not servers else JOBSET_JOB
+    pattern = _hosts(flags, job, group, count, separate=servers > 0)
     own = [
         (tf_config.WORKERS, str(count)),
         (tf_config.HOSTS, pattern),
@@ -116,14 +132,17 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
         parse_environment({**given, **dict(own), tf_config.JOB_INDEX: str(count - 1)})
     except ConfigError as error:  # the kit's own values: only a contradiction with --env
         raise UsageError(f"{error} (with --workers {shlex.quote(str(count))})") from None
+    if flags.trainer:  # checked with this TrainJob's name; rendered for any TrainJob's
+        own = [(name, value.replace(job, f"$({JOBSET_NAME})")) for name, value in own]
     return Workers(
         count,
         port,
-        jobset=flags.jobset,
+        jobset=flags.jobset or flags.trainer,  # Trainer v2 runs a JobSet
         max_restarts=restarts,
         checkpoint_claim=claim,
         env=own,
         ps=servers,
+        trainer=flags.trainer,
     )
 
 
@@ -132,7 +151,7 @@ def _hosts(flags: Flags, job: str, group: str, count: int, *, separate: bool) ->
     replicatedJob `group`, or (parameter servers: `separate`) the Indexed Job `<job>-<group>`,
     or else the one Indexed Job `job` itself."""
     pod = job  # MultiWorkerMirroredStrategy's one Indexed Job
-    if flags.jobset:
+    if flags.jobset or flags.trainer:
         pod = f"{job}-{group}-0"
     elif separate:
         pod = f"{job}-{group}"

@@ -35,6 +35,7 @@ examples:
   ./kit k8s --name small --mem-limit 3GiB --time-slicing 4 --replicas 4 --out k8s/
   ./kit k8s --name text --mem-limit 6GiB --pod-monitor --pod-monitor-label release=prom
   ./kit k8s --kind job --name big --workers 2 --ps 1 --jobset --queue team-a --out k8s/
+  ./kit k8s --kind job --name bert --workers 4 --trainer --queue team-a --out k8s/
 """
 
 
@@ -109,6 +110,13 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "a JobSet with --jobset, else three Indexed Jobs (NAME-train-chief, -worker, -ps) "
             "and one headless Service; GPU and caps on the chief and workers only, parameter "
             "servers CPU-only (README: how to give them a GPU)",
+        ),
+        "--trainer": dict(
+            action="store_true",
+            help="with --workers (and --ps): a Kubeflow Trainer v2 ClusterTrainingRuntime for "
+            "the kit's image (NAME-tensorflow, or NAME-tensorflow-ps) and a TrainJob NAME-train "
+            "that runs it, instead of the Job or JobSet; each pod builds TF_CONFIG from its "
+            "TrainJob's name (checked against Trainer v2.3's CRDs, not on a cluster)",
         ),
         "--worker-port": dict(
             metavar="PORT", help="with --workers: the workers' port (default 2222)"
