@@ -18,6 +18,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import jinja2
 
@@ -109,9 +110,9 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
     ]
     if workload.workers is not None and workload.workers.ps and workload.app:  # not the Service
         labels.append(("tfgpu.io/role", workload.workers.role))
-    env = kit["env"]
+    env = cast("list[tuple[str, str]]", kit["env"])
     if not workload.gpu:  # no GPU: the caps would only draw the runtime's no-GPU warning
-        env = [(k, v) for k, v in kit["env"] if k not in CAPS]  # type: ignore[attr-defined]
+        env = [(name, value) for name, value in env if name not in CAPS]
     container = {
         **vars(workload),
         "env": env,
