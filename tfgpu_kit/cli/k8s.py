@@ -56,9 +56,9 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "--queue": dict(
             metavar="NAME",
             help="the Kueue LocalQueue that admits the workloads: the label "
-            "kueue.x-k8s.io/queue-name on every Job, JobSet and Deployment, and Jobs and "
-            "JobSets created suspended (Kueue starts them); a Deployment's pods are admitted "
-            "one by one through Kueue's pod integration (Kueue 0.9+)",
+            "kueue.x-k8s.io/queue-name on every Job, JobSet, TrainJob and Deployment, and Jobs, "
+            "JobSets and TrainJobs created suspended (Kueue starts them); a Deployment's pods "
+            "are admitted one by one through Kueue's deployment integration (Kueue 0.9+)",
         ),
         "--out": dict(metavar="DIR", help="write one file per manifest into DIR instead of stdout"),
     },
