@@ -10,6 +10,20 @@ from dataclasses import dataclass, field
 
 CHECKPOINT_PATH = "/checkpoints"  # where --checkpoint-claim is mounted (BackupAndRestore's dir)
 JOBSET_JOB = "worker"  # the JobSet's one replicatedJob
+# Parameter-server training (--ps): the replicatedJobs of the JobSet, and the suffixes of the
+# three Indexed Jobs, in the order TF_CONFIG lists them; short, as Trainer v2.4.0 caps a
+# runtime's replicatedJob names at 20 characters
+CHIEF, WORKER, PS = "chief", "worker", "ps"
+ROLES = (CHIEF, WORKER, PS)
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a workload (--queue)
+# Kubeflow Trainer v2 (--trainer): the replicatedJob and container its TrainJob's `trainer`
+# settings (and numNodes) apply to, marked by the ancestor label (kubeflow/trainer
+# 8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3, pkg/constants/constants.go Node, LabelTrainJobAncestor)
+TRAINER_NODE = "node"
+TRAINER_ANCESTOR = ("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
+# the pod's JobSet (= TrainJob) name, a label JobSet puts on every pod (kubernetes-sigs/jobset
+# 08dfbdfd682714a9ab929633eca8dc95315187e7, api/jobset/v1alpha2/jobset_types.go JobSetNameKey)
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
 @dataclass(frozen=True)
@@ -23,6 +37,9 @@ class Workers:
     max_restarts: int = 3  # gang restarts of the whole group before the workload fails
     checkpoint_claim: str | None = None  # a PersistentVolumeClaim mounted at CHECKPOINT_PATH
     env: list[tuple[str, str]] = field(default_factory=list)  # the workers' own variables
+    ps: int = 0  # parameter servers (--ps): 0 = MultiWorkerMirroredStrategy, no chief or ps
+    role: str = WORKER  # the group of a parameter-server cluster this Job runs (ROLES)
+    trainer: bool = False  # a Kubeflow Trainer v2 runtime: host names from the pod's JobSet name
 
     @property
     def backoff_limit(self) -> int:
@@ -34,7 +51,12 @@ class Workers:
 # Flags that shape one workload only: given with a --kind that does not render it, they would be
 # silently ignored. None = not given (the command's defaults are applied here, not by argparse).
 DEPLOYMENT_ONLY = ("serve_cmd", "port", "health_path", "replicas", "prestop_sleep")
-WORKERS_ONLY = ("worker_port", "checkpoint_claim", "max_restarts")  # meaningless without --workers
+WORKERS_ONLY = (
+    "worker_port",
+    "checkpoint_claim",
+    "max_restarts",
+    "ps",
+)  # meaningless without --workers
 JOB_ONLY = ("train_cmd", "parallelism", "completions", "workers", *WORKERS_ONLY)
 DEFAULTS = {
     "serve_cmd": "python serve.py",
@@ -49,6 +71,7 @@ DEFAULTS = {
     "worker_port": "2222",
     "checkpoint_claim": "train-checkpoints",
     "max_restarts": "3",
+    "ps": "1",
 }
 # an example for each free-text flag, for the control-character refusal
 EXAMPLES = {
@@ -66,6 +89,7 @@ EXAMPLES = {
     "pod_monitor_label": "release=kube-prometheus-stack",
     "cpu": "2",
     "memory": "16Gi",
+    "queue": "team-a",
 }
 
 
@@ -102,6 +126,9 @@ class Flags:
     worker_port: str | None
     checkpoint_claim: str | None
     max_restarts: str | None
+    ps: str | None
+    trainer: bool
+    queue: str | None
     cpu: str
     memory: str
     uid: str | None

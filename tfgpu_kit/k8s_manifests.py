@@ -10,6 +10,7 @@ own parser (k8s_env.py), control characters nowhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import json
@@ -17,6 +18,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import jinja2
 
@@ -26,11 +28,23 @@ from tfgpu_kit.flag_values import whole_number
 
 # Flags and CHECKPOINT_PATH are re-exported: build.py k8s and the tests name them as k8s's.
 from tfgpu_kit.k8s_flags import CHECKPOINT_PATH as CHECKPOINT_PATH
-from tfgpu_kit.k8s_flags import DEFAULTS, DEPLOYMENT_ONLY, EXAMPLES, JOB_ONLY, WORKERS_ONLY, Workers
+from tfgpu_kit.k8s_flags import (
+    DEFAULTS,
+    DEPLOYMENT_ONLY,
+    EXAMPLES,
+    JOB_ONLY,
+    QUEUE_LABEL,
+    ROLES,
+    TRAINER_ANCESTOR,
+    TRAINER_NODE,
+    WORKERS_ONLY,
+    Workers,
+)
 from tfgpu_kit.k8s_flags import Flags as Flags
 from tfgpu_kit.name_rules import MAX_INT32, refuse_control
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "k8s"
+CAPS = ("TF_GPU_MEM_LIMIT", "TF_GPU_VIRTUAL_DEVICES", "TF_GPU_MEMORY_GROWTH")  # per-GPU settings
 GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"
 MAX_GRACE_PERIOD = 3600
@@ -52,6 +66,10 @@ class Workload:
     # Deployment: seconds the server keeps answering after removal, 0 none; a Job has no
     # endpoints to drain: its pods stop at once on SIGTERM
     prestop_sleep: int = 0
+    # the pods' app.kubernetes.io/name and the headless Service's name, when not `name`: the
+    # three groups of a parameter-server cluster are one app under one Service
+    app: str = ""
+    gpu: bool = True  # nvidia.com/gpu and the GPU caps (parameter servers: none)
 
 
 @functools.cache  # one environment: its templates compile once per process
@@ -86,17 +104,78 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
     )
     ports = [{"name": name, "number": number} for name, number in numbers if number is not None]
     labels = [
-        ("app.kubernetes.io/name", workload.name),
+        ("app.kubernetes.io/name", workload.app or workload.name),
         ("app.kubernetes.io/component", "serving" if kind == "deployment" else "training"),
         ("app.kubernetes.io/managed-by", "tfgpu-kit"),
     ]
+    if workload.workers is not None and workload.workers.ps and workload.app:  # not the Service
+        labels.append(("tfgpu.io/role", workload.workers.role))
+    env = cast("list[tuple[str, str]]", kit["env"])
+    if not workload.gpu:  # no GPU: the caps would only draw the runtime's no-GPU warning
+        env = [(name, value) for name, value in env if name not in CAPS]
     container = {
         **vars(workload),
+        "env": env,
+        "service": workload.app or workload.name,
         "ports": ports,
         "restart_policy": "Never" if kind == "job" else None,
         "checkpoint_path": CHECKPOINT_PATH,
     }
     return {"kit": kit, "c": container, "labels": labels}
+
+
+def _training(groups: list[Workload], kit: dict[str, object]) -> list[tuple[str, str]]:
+    """One Job; or several workers: an Indexed Job per group and their headless Service, or one
+    JobSet (which makes its own headless Service) with a replicatedJob per group."""
+    first = groups[0]
+    if first.workers is None:
+        return [_render("job", **_context("job", first, kit))]
+    contexts = [_context("job", group, kit) for group in groups]
+    if first.workers.trainer:
+        return _trainer(groups, contexts, kit)
+    if first.workers.jobset:
+        replicated = [
+            {"name": group.workers.role if group.workers else "", "ancestor": False, **context}
+            for group, context in zip(groups, contexts, strict=True)
+        ]
+        return [_render("jobset", jobs=replicated, **contexts[0])]
+    service = dataclasses.replace(first, name=first.app or first.name, app="")
+    suffix = [
+        f"-{group.workers.role}" if first.workers.ps and group.workers else "" for group in groups
+    ]
+    jobs = [
+        (f"job{end}.yaml", _render("job", **context)[1])
+        for end, context in zip(suffix, contexts, strict=True)
+    ]
+    return [*jobs, _render("service", **_context("job", service, kit))]
+
+
+def _trainer(
+    groups: list[Workload], contexts: list[dict[str, object]], kit: dict[str, object]
+) -> list[tuple[str, str]]:
+    """Kubeflow Trainer v2: a ClusterTrainingRuntime of the groups (the first one is Trainer's
+    `node`, the TrainJob's trainer) and a TrainJob that runs it."""
+    first = groups[0]
+    assert first.workers is not None
+    ps = first.workers.ps
+    train = first.app  # the TrainJob's name, and its pods' app.kubernetes.io/name
+    replicated = [
+        {
+            "name": (group.workers.role if ps and group.workers else TRAINER_NODE),
+            "ancestor": index == 0,
+            **context,
+        }
+        for index, (group, context) in enumerate(zip(groups, contexts, strict=True))
+    ]
+    runtime = {"name": f"{train.removesuffix('-train')}-tensorflow{'-ps' if ps else ''}"}
+    context = {
+        **contexts[0],
+        "jobs": replicated,
+        "runtime": runtime,
+        "trainjob": train,
+        "ancestor": TRAINER_ANCESTOR,
+    }
+    return [_render("clustertrainingruntime", **context), _render("trainjob", **context)]
 
 
 def _render(name: str, **context: object) -> tuple[str, str]:
@@ -140,6 +219,7 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         "uid": uid,
         "gid": gid,
         "namespace": flags.namespace,
+        "queue": _queue(flags),
         "metrics_port": contract.metrics_port,
         # prometheus.io/*, unless a PodMonitor does the scraping
         "scrape_annotations": monitor is None and contract.metrics_port is not None,
@@ -156,13 +236,7 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         serve = _serve(flags, metrics, prestop)
         outputs.append(_render("deployment", **_context("deployment", serve, kit)))
     if flags.kind in ("all", "job"):
-        train = _train(flags, contract.env)
-        # several workers: an Indexed Job and its headless Service, or one JobSet (which makes
-        # its own headless Service)
-        names = ["job"] if train.workers is None else ["job", "service"]
-        if train.workers is not None and train.workers.jobset:
-            names = ["jobset"]
-        outputs += [_render(name, **_context("job", train, kit)) for name in names]
+        outputs += _training(_train(flags, contract.env), kit)
     if monitor is not None:
         outputs.append(monitor)
     if slices is not None:
@@ -279,6 +353,28 @@ def _time_slices(flags: Flags, gpus: int, *, capped: bool) -> int | None:
     return slices
 
 
+# A LocalQueue's name as Kueue's webhooks accept the label: a label value (at most 63
+# characters, kubernetes.io "Labels and Selectors") that is also a DNS-1123 subdomain, as Kueue's
+# ValidateQueueName checks (kubernetes-sigs/kueue ff69552e79ad21652c36caa97038382e55625cf7,
+# pkg/controller/jobframework/validation.go ValidateLabelAsCRDName: IsDNS1123Subdomain)
+_QUEUE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?", re.ASCII)
+
+
+def _queue(flags: Flags) -> str | None:
+    """--queue: the Kueue LocalQueue that admits the rendered workloads (QUEUE_LABEL)."""
+    name = flags.queue
+    if name is not None and (
+        not _QUEUE.fullmatch(name) or ".." in name or ".-" in name or "-." in name
+    ):
+        raise UsageError(
+            f"--queue {name!r} is not a LocalQueue name Kueue accepts in the {QUEUE_LABEL} label: "
+            "accepted: at most 63 lower-case letters, digits, '-' and '.', starting and ending "
+            "with a letter or digit (a label value that is also a DNS-1123 subdomain); "
+            "example: --queue team-a"
+        )
+    return name
+
+
 def _shutdown(flags: Flags) -> tuple[int, int]:
     """terminationGracePeriodSeconds and the preStop sleep, which must leave the program time."""
     grace = whole_number("--grace-period", flags.grace_period, "60", high=MAX_GRACE_PERIOD)
@@ -345,33 +441,68 @@ def _serve(flags: Flags, metrics: int, prestop: int) -> Workload:
     )
 
 
-def _train(flags: Flags, env: list[tuple[str, str]]) -> Workload:
+def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
+    """The training Job; with --workers its group; with --ps its chief, workers and parameter
+    servers (the chief runs the command, the others their role's gRPC server)."""
     args = _command("--train-cmd", flags.value("train_cmd"))
     if flags.workers is None:
-        for name in ("jobset", *WORKERS_ONLY):
+        for name in ("jobset", "trainer", *WORKERS_ONLY):
             if getattr(flags, name):
                 flag = "--" + name.replace("_", "-")
                 raise UsageError(
                     f"{flag} shapes a multi-worker Job, which only --workers renders: "
                     f"example: --workers 2 {flag}"
-                    + ("" if name == "jobset" else f" {shlex.quote(DEFAULTS[name])}")
+                    + ("" if name in ("jobset", "trainer") else f" {shlex.quote(DEFAULTS[name])}")
                 )
         parallelism, completions = (
             whole_number(f"--{name}", flags.value(name), example, high=MAX_INT32)
             for name, example in (("parallelism", "2"), ("completions", "1"))
         )
-        return Workload(
-            f"{flags.name}-train", args, parallelism=parallelism, completions=completions
-        )
+        return [
+            Workload(f"{flags.name}-train", args, parallelism=parallelism, completions=completions)
+        ]
     workers = k8s_workers.workers(flags, env)
-    return Workload(
-        f"{flags.name}-train",
-        args,
-        parallelism=workers.count,
-        completions=workers.count,
-        backoff_limit=0 if workers.jobset else workers.backoff_limit,
-        workers=workers,
-    )
+    job = f"{flags.name}-train"
+    if not workers.ps:
+        return [
+            Workload(
+                TRAINER_NODE if workers.trainer else job,
+                args,
+                parallelism=workers.count,
+                completions=workers.count,
+                backoff_limit=0 if workers.jobset else workers.backoff_limit,
+                workers=workers,
+                app=job if workers.trainer else "",
+            )
+        ]
+    groups = []
+    for role in ROLES:
+        pods = {"chief": 1, "worker": workers.count, "ps": workers.ps}[role]
+        group = dataclasses.replace(
+            workers, count=pods, role=role, env=[*workers.env, (k8s_workers.ROLE, role)]
+        )
+        # a JobSet restarts the whole cluster when its chief or a parameter server fails (the
+        # run cannot go on without them); a worker is replaced on its own, and the chief's
+        # coordinator gives its closures to the others meanwhile (TensorFlow's documented
+        # fault tolerance); three separate Jobs each replace their own pods
+        survives = role == "worker" or not workers.jobset
+        # Trainer v2: the chief is the runtime's trainer node (container `node`)
+        name = job if workers.jobset else f"{job}-{role}"
+        if workers.trainer:
+            name = TRAINER_NODE if role == "chief" else role
+        groups.append(
+            Workload(
+                name,
+                args if role == "chief" else list(k8s_workers.SERVER_ARGS),
+                parallelism=pods,
+                completions=pods,
+                backoff_limit=group.backoff_limit if survives else 0,
+                workers=group,
+                app=job,
+                gpu=role != "ps",
+            )
+        )
+    return groups
 
 
 def _pod_monitor(flags: Flags, metrics: int) -> tuple[str, str] | None:

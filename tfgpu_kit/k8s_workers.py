@@ -7,6 +7,11 @@ Service named by the pod's `subdomain` resolves as `<job>-<index>.<service>` (ku
 `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>`, the subdomain defaulting to the
 JobSet's name (kubernetes-sigs/jobset 08dfbdfd682714a9ab929633eca8dc95315187e7,
 pkg/util/placement/placement.go GenJobName and pkg/controllers/jobset_controller.go GetSubdomain).
+
+With --ps M (parameter-server training, issue 33) the same rule names three groups: the chief,
+the workers and the parameter servers, each a replicatedJob of one JobSet or an Indexed Job of
+its own under one headless Service; each pod gets the contract's TF_GPU_PS, TF_GPU_PS_HOSTS,
+TF_GPU_CHIEF_HOST and TF_GPU_ROLE besides the workers' variables.
 """
 
 from __future__ import annotations
@@ -20,11 +25,29 @@ from tfgpu.settings import parse_environment
 from tfgpu_kit import name_rules
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import whole_number
-from tfgpu_kit.k8s_flags import JOBSET_JOB, Flags, Workers
+from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
 
 MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
+# The parameter-server contract of issue 33 (its runtime half reads them in tfgpu.tf_config;
+# until that is merged here the names are written out, and --ps is checked on this side only)
+PS_COUNT = "TF_GPU_PS"
+PS_HOSTS = "TF_GPU_PS_HOSTS"
+CHIEF_HOST = "TF_GPU_CHIEF_HOST"
+ROLE = "TF_GPU_ROLE"
+PS_VARIABLES = (PS_COUNT, PS_HOSTS, CHIEF_HOST, ROLE)
+# --trainer: the pod's JobSet name (its TrainJob's), from the downward API; Kubernetes expands
+# $(JOBSET_NAME) in the later variables' values (kubernetes.io, "Define Dependent Environment
+# Variables"), so one runtime serves TrainJobs of any name
+JOBSET_NAME = "JOBSET_NAME"
+SERVER_ARGS = ["tfgpu", "server"]  # what workers and parameter servers run: the role's gRPC server
 # What --workers sets in each pod; given again with --env, the pod would hold two values.
-OWNED = (*tf_config.VARIABLES, tf_config.TF_CONFIG, tf_config.LEGACY_KERAS)
+OWNED = (
+    *tf_config.VARIABLES,
+    *PS_VARIABLES,
+    JOBSET_NAME,
+    tf_config.TF_CONFIG,
+    tf_config.LEGACY_KERAS,
+)
 
 
 def refuse_owned(flags: Flags) -> None:
@@ -79,28 +102,63 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
             "example: --worker-port 2222 --metrics-port 9401"
         )
     # TF_GPU_WORKER_HOSTS: each worker's DNS name, PLACEHOLDER for the pod's index (a JobSet's
-    # pods: its one replicatedJob with one replica, job index 0)
+    # pods: its replicatedJob with one replica, job index 0)
     job = f"{flags.name}-train"
-    pod = f"{job}-{JOBSET_JOB}-0" if flags.jobset else job
-    pattern = f"{pod}-{tf_config.PLACEHOLDER}.{job}"
-    longest = f"{pod}-{count - 1}"
-    if len(longest) > 63:  # a pod's hostname is one DNS label
+    servers = 0 if flags.ps is None else whole_number("--ps", flags.ps, "1", high=MAX_WORKERS)
+    if flags.trainer and flags.jobset:
         raise UsageError(
-            f"--name {flags.name!r} is too long for {count} workers: the last worker's host name "
-            f"{longest!r} is over 63 characters; example: --name train"
+            "--jobset and --trainer: a Trainer v2 runtime is a JobSet already (Trainer creates "
+            "it for each TrainJob); accepted: one of them; example: --workers 2 --trainer"
         )
+    group = TRAINER_NODE if flags.trainer and not servers else JOBSET_JOB
+    pattern = _hosts(flags, job, group, count, separate=servers > 0)
     own = [
         (tf_config.WORKERS, str(count)),
         (tf_config.HOSTS, pattern),
         (tf_config.PORT, str(port)),
-        # Keras 2 (tf-keras): Keras 3's model.fit fails under MultiWorkerMirroredStrategy
+        # Keras 2 (tf-keras): Keras 3's model.fit fails under MultiWorkerMirroredStrategy, and
+        # Keras 3 has no ParameterServerStrategy support at all
         (tf_config.LEGACY_KERAS, "1"),
     ]
+    if servers:
+        chief = _hosts(flags, job, CHIEF, 1, separate=True).replace(tf_config.PLACEHOLDER, "0")
+        own += [
+            (PS_COUNT, str(servers)),
+            (PS_HOSTS, _hosts(flags, job, PS, servers, separate=True)),
+            (CHIEF_HOST, chief),
+        ]
     # the last worker's environment, as the runtime will check it in the pod
     try:
         parse_environment({**given, **dict(own), tf_config.JOB_INDEX: str(count - 1)})
     except ConfigError as error:  # the kit's own values: only a contradiction with --env
         raise UsageError(f"{error} (with --workers {shlex.quote(str(count))})") from None
+    if flags.trainer:  # checked with this TrainJob's name; rendered for any TrainJob's
+        own = [(name, value.replace(job, f"$({JOBSET_NAME})")) for name, value in own]
     return Workers(
-        count, port, jobset=flags.jobset, max_restarts=restarts, checkpoint_claim=claim, env=own
+        count,
+        port,
+        jobset=flags.jobset or flags.trainer,  # Trainer v2 runs a JobSet
+        max_restarts=restarts,
+        checkpoint_claim=claim,
+        env=own,
+        ps=servers,
+        trainer=flags.trainer,
     )
+
+
+def _hosts(flags: Flags, job: str, group: str, count: int, *, separate: bool) -> str:
+    """The host-name pattern of one group's pods under the headless Service `job`: a JobSet's
+    replicatedJob `group`, or (parameter servers: `separate`) the Indexed Job `<job>-<group>`,
+    or else the one Indexed Job `job` itself."""
+    pod = job  # MultiWorkerMirroredStrategy's one Indexed Job
+    if flags.jobset or flags.trainer:
+        pod = f"{job}-{group}-0"
+    elif separate:
+        pod = f"{job}-{group}"
+    longest = f"{pod}-{count - 1}"
+    if len(longest) > 63:  # a pod's hostname is one DNS label
+        raise UsageError(
+            f"--name {flags.name!r} is too long for {count} pod(s) of the group {group!r}: the "
+            f"last one's host name {longest!r} is over 63 characters; example: --name train"
+        )
+    return f"{pod}-{tf_config.PLACEHOLDER}.{job}"

@@ -34,6 +34,8 @@ examples:
   ./kit k8s --kind job --name train --mem-limit 10GiB --train-cmd "python train.py --epochs 5"
   ./kit k8s --name small --mem-limit 3GiB --time-slicing 4 --replicas 4 --out k8s/
   ./kit k8s --name text --mem-limit 6GiB --pod-monitor --pod-monitor-label release=prom
+  ./kit k8s --kind job --name big --workers 2 --ps 1 --jobset --queue team-a --out k8s/
+  ./kit k8s --kind job --name bert --workers 4 --trainer --queue team-a --out k8s/
 """
 
 
@@ -50,6 +52,13 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
         ),
         "--namespace": dict(
             help="namespace of the workloads, a DNS-1123 label (default: none, kubectl's current)"
+        ),
+        "--queue": dict(
+            metavar="NAME",
+            help="the Kueue LocalQueue that admits the workloads: the label "
+            "kueue.x-k8s.io/queue-name on every Job, JobSet, TrainJob and Deployment, and Jobs, "
+            "JobSets and TrainJobs created suspended (Kueue starts them); a Deployment's pods "
+            "are admitted one by one through Kueue's deployment integration (Kueue 0.9+)",
         ),
         "--out": dict(metavar="DIR", help="write one file per manifest into DIR instead of stdout"),
     },
@@ -91,6 +100,23 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
         "--jobset": dict(
             action="store_true",
             help="with --workers: a JobSet (jobset.x-k8s.io/v1alpha2) with gang restart instead",
+        ),
+        "--ps": dict(
+            metavar="M",
+            help="with --workers: parameter-server training (ParameterServerStrategy) instead: "
+            "a chief that runs --train-cmd (with a ClusterCoordinator), the N workers and M "
+            f"parameter servers (1 to {MAX_WORKERS}), both running `tfgpu server`; three "
+            "replicatedJobs of "
+            "a JobSet with --jobset, else three Indexed Jobs (NAME-train-chief, -worker, -ps) "
+            "and one headless Service; GPU and caps on the chief and workers only, parameter "
+            "servers CPU-only (README: how to give them a GPU)",
+        ),
+        "--trainer": dict(
+            action="store_true",
+            help="with --workers (and --ps): a Kubeflow Trainer v2 ClusterTrainingRuntime for "
+            "the kit's image (NAME-tensorflow, or NAME-tensorflow-ps) and a TrainJob NAME-train "
+            "that runs it, instead of the Job or JobSet; each pod builds TF_CONFIG from its "
+            "TrainJob's name (checked against Trainer v2.3's CRDs, not on a cluster)",
         ),
         "--worker-port": dict(
             metavar="PORT", help="with --workers: the workers' port (default 2222)"

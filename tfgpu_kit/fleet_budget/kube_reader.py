@@ -45,6 +45,9 @@ from tfgpu_kit.yamlfile import YamlLimitError, load_text, shown
 
 GPU_RESOURCE_PREFIX = "nvidia.com/gpu"
 PROCESSES_ANNOTATION = "tfgpu.io/processes"
+# Kueue's LocalQueue of a workload (kueue.sigs.k8s.io, "Run A Kubernetes Job"): read to say which
+# workloads wait for admission; the plan budgets them as if all were admitted at once
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _TEMPLATED = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 MAX_OBJECTS = 10_000  # objects per input file, `kind: List` items included
 MAX_LIST_DEPTH = 8  # a List inside a List inside …
@@ -210,6 +213,12 @@ def read(
         inits = mappings(source, f"{where} initContainers", spec.get("initContainers"), example)
         containers += [init for init in inits if init.get("restartPolicy") == "Always"]
         annotations = _strings(source, f"{where} annotations", meta.get("annotations"))
+        queue = _strings(source, f"{where} labels", top_meta.get("labels")).get(QUEUE_LABEL)
+        if queue is not None:
+            cluster.notes.append(
+                f"{shown(where)}: queued by Kueue in LocalQueue {shown(queue)} (namespace "
+                f"{shown(namespace)}): it starts when Kueue admits it; budgeted here as running"
+            )
         for container in containers:
             container_name = text(
                 source, f"{where} container name", container.get("name", "?"), "name: tf"
