@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import cast
 
 import jinja2
+from tfgpu import tf_config
 
 from tfgpu_kit import k8s_env, k8s_workers, name_rules, templating
 from tfgpu_kit.errors import KitError, UsageError
@@ -479,7 +480,7 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
     for role in ROLES:
         pods = {"chief": 1, "worker": workers.count, "ps": workers.ps}[role]
         group = dataclasses.replace(
-            workers, count=pods, role=role, env=[*workers.env, (k8s_workers.ROLE, role)]
+            workers, count=pods, role=role, env=[*workers.env, (tf_config.ROLE, role)]
         )
         # a JobSet restarts the whole cluster when its chief or a parameter server fails (the
         # run cannot go on without them); a worker is replaced on its own, and the chief's

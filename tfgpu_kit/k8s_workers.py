@@ -28,13 +28,6 @@ from tfgpu_kit.flag_values import whole_number
 from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
 
 MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
-# The parameter-server contract of issue 33 (its runtime half reads them in tfgpu.tf_config;
-# until that is merged here the names are written out, and --ps is checked on this side only)
-PS_COUNT = "TF_GPU_PS"
-PS_HOSTS = "TF_GPU_PS_HOSTS"
-CHIEF_HOST = "TF_GPU_CHIEF_HOST"
-ROLE = "TF_GPU_ROLE"
-PS_VARIABLES = (PS_COUNT, PS_HOSTS, CHIEF_HOST, ROLE)
 # --trainer: the pod's JobSet name (its TrainJob's), from the downward API; Kubernetes expands
 # $(JOBSET_NAME) in the later variables' values (kubernetes.io, "Define Dependent Environment
 # Variables"), so one runtime serves TrainJobs of any name
@@ -43,7 +36,6 @@ SERVER_ARGS = ["tfgpu", "server"]  # what workers and parameter servers run: the
 # What --workers sets in each pod; given again with --env, the pod would hold two values.
 OWNED = (
     *tf_config.VARIABLES,
-    *PS_VARIABLES,
     JOBSET_NAME,
     tf_config.TF_CONFIG,
     tf_config.LEGACY_KERAS,
@@ -123,15 +115,20 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
     if servers:
         chief = _hosts(flags, job, CHIEF, 1, separate=True).replace(tf_config.PLACEHOLDER, "0")
         own += [
-            (PS_COUNT, str(servers)),
-            (PS_HOSTS, _hosts(flags, job, PS, servers, separate=True)),
-            (CHIEF_HOST, chief),
+            (tf_config.PS, str(servers)),
+            (tf_config.PS_HOSTS, _hosts(flags, job, PS, servers, separate=True)),
+            (tf_config.CHIEF_HOST, chief),
         ]
-    # the last worker's environment, as the runtime will check it in the pod
-    try:
-        parse_environment({**given, **dict(own), tf_config.JOB_INDEX: str(count - 1)})
-    except ConfigError as error:  # the kit's own values: only a contradiction with --env
-        raise UsageError(f"{error} (with --workers {shlex.quote(str(count))})") from None
+    # each group's last pod's environment, as the runtime will check it in the pod
+    last = {CHIEF: 0, JOBSET_JOB: count - 1, PS: servers - 1} if servers else {None: count - 1}
+    for role, index in last.items():
+        pod = {**given, **dict(own), tf_config.JOB_INDEX: str(index)}
+        if role is not None:
+            pod[tf_config.ROLE] = role
+        try:
+            parse_environment(pod)
+        except ConfigError as error:  # the kit's own values: only a contradiction with --env
+            raise UsageError(f"{error} (with --workers {shlex.quote(str(count))})") from None
     if flags.trainer:  # checked with this TrainJob's name; rendered for any TrainJob's
         own = [(name, value.replace(job, f"$({JOBSET_NAME})")) for name, value in own]
     return Workers(
