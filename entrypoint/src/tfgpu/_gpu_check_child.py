@@ -2,7 +2,7 @@
 
 A child, because importing TensorFlow and initialising its runtime cannot be undone and
 takes seconds; the parent stays light and survives a crash here. Prints one JSON line
-prefixed with MARK on stdout (TensorFlow may print other things).
+prefixed with tfgpu.gpu_check.MARK on stdout (TensorFlow may print other things).
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import os
 import sys
 
 from tfgpu.errors import GpuUnavailableError
+from tfgpu.gpu_check import MARK
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from tfgpu.check_report import ChildReport
-
-MARK = "TFGPU-CHECK-JSON "
 
 
 def main() -> int:

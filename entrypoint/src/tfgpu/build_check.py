@@ -27,6 +27,7 @@ import os
 import sys
 
 from tfgpu import image_record, interpreter, is_disabled, libs, pins, tfbuild
+from tfgpu.command_path import which
 from tfgpu.errors import EXIT_BROKEN, EXIT_OK, ConfigError
 from tfgpu.problems import ERROR, WARNING, Problem
 
@@ -191,7 +192,7 @@ def check_interpreters(
             f"tfgpu=={record.get('tfgpu')}",
         )
     candidates = [[p] for p in pythons] or [
-        [path] for path in (interpreter.which(n, environ) for n in ("python3", "python")) if path
+        [path] for path in (which(n, environ) for n in ("python3", "python")) if path
     ]
     seen = set()
     for command in candidates:

@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 
-from tfgpu import __version__, gpu_report, libs, tegra
+from tfgpu import __version__, gpu_report, interpreter, libs, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
@@ -33,21 +33,11 @@ CHILD_TIMEOUT = 600
 NO_GPU_FIX = (
     "start the container with --gpus all (and a GPU build of TensorFlow), or unset TF_GPU_REQUIRED"
 )
-PTH = "tfgpu-hook.pth"
 NOT_ON_GPU = "this TensorFlow will not use the GPU here"
-
-
-def hook_pth() -> Optional[str]:
-    for d in libs.site_dirs():
-        path = os.path.join(d, PTH)
-        if os.path.exists(path):
-            return path
-    return None
+MARK = "TFGPU-CHECK-JSON "  # the child's (_gpu_check_child) report line starts with it
 
 
 def run_child(environ: Mapping[str, str]) -> ChildReport:
-    from tfgpu._gpu_check_child import MARK
-
     env = dict(environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # The hook raises its errors in the child (which reports them) instead of exiting.
@@ -240,7 +230,7 @@ def collect(
     lib_json, lib_problems = check_libraries(build_info, tf_json.get("version"), environ)
     problems += lib_problems
 
-    pth = hook_pth()
+    pth = interpreter.hook_pth()
     doc: Dict[str, Any] = {
         "ok": not any(p.severity == ERROR for p in problems),
         "tfgpu_version": __version__,

@@ -10,12 +10,13 @@ import os
 import sys
 
 from tfgpu import is_disabled
+from tfgpu.command_path import candidates, exec_command, which
 from tfgpu.errors import ConfigError, GpuUnavailableError, HookMissingError, printable
 from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, NoReturn, Optional
+    from typing import Dict, List, Mapping, Optional
 
 # Set for the command so the hook in its Python processes does not repeat our warnings.
 PREFLIGHT_MARK = "TFGPU_RUN_PREFLIGHT"
@@ -97,35 +98,6 @@ def _home(env: "Dict[str, str]", quiet: bool) -> None:
     env["HOME"] = path
 
 
-def _candidates(name: str, env: "Mapping[str, str]") -> "List[str]":
-    """Where exec looks for `name`: the name itself if it has a '/', else each PATH entry."""
-    if "/" in name:
-        return [name]
-    return [os.path.join(d or ".", name) for d in env.get("PATH", os.defpath).split(os.pathsep)]
-
-
-def which(name: str, env: "Mapping[str, str]") -> "Optional[str]":
-    """shutil.which without importing shutil (start-up time): an executable on env's PATH."""
-    for path in _candidates(name, env):
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    return None
-
-
-def exec_command(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
-    """os.execvpe(command[0], command, env): returns only by raising. The file it would run (the
-    first executable of that name on PATH) is tried first without its search, which imports
-    `warnings` (os.get_exec_path): ~0.2 ms of start-up (-X importtime). If that exec fails,
-    execvpe itself goes on to the next PATH entry and raises its own error, as before."""
-    path = which(command[0], env)
-    if path is not None:
-        try:  # noqa: SIM105 (contextlib.suppress: one more import at start-up)
-            os.execve(path, command, env)
-        except OSError:
-            pass
-    os.execvpe(command[0], command, env)
-
-
 def check_interpreter(command: "List[str]", env: "Mapping[str, str]") -> None:
     """Refuse a command whose Python imports TensorFlow without the hook (tfgpu.interpreter):
     raises HookMissingError, unless TF_GPU_REQUIRE_HOOK=false (validated at the door with the
@@ -161,7 +133,7 @@ def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> 
         if not is_disabled(env):
             _say(f"no command given; starting an interactive shell ({command[0]})")
     if which(command[0], env) is None and not any(
-        os.path.isfile(p) for p in _candidates(command[0], env)
+        os.path.isfile(p) for p in candidates(command[0], env)
     ):  # a file that exists but cannot run is exec's error below (126), as in a shell
         _say(f"error: command not found: {printable(command[0])}")
         return 127

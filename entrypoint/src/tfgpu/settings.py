@@ -17,6 +17,10 @@ Grammar (documented in docs/runtime.md):
 # parsed by hand. tfgpu.recovery_rule and tfgpu.tf_config import `re`: they are imported only
 # when one of their variables is set (_wants), or when their names are asked for (__getattr__).
 from tfgpu import is_disabled
+
+# `as`: the build side (tfgpu_kit) imports is_ascii_number from here, as it did before it moved
+from tfgpu.ascii_numbers import is_ascii_number as is_ascii_number
+from tfgpu.ascii_numbers import whole_number
 from tfgpu.errors import ConfigError
 from tfgpu.names import CONTRACT, strangers
 
@@ -269,26 +273,6 @@ def parse_virtual_devices(
             raise ConfigError(variable, value, accepted, example, why="an empty group")
         groups.append([_amount(variable, value, part, example) for part in group.split(",")])
     return groups
-
-
-def is_ascii_number(text: str) -> bool:
-    """Only 0-9: `"²".isdigit()` is True but `int("²")` raises, and `int("٣")` is 3, which no
-    other program reading the same variable would accept."""
-    return text.isascii() and text.isdigit()
-
-
-def whole_number(text: str, high: int) -> "Optional[int]":
-    """int(text) for ASCII digits whose value is at most `high`, else None. The length is judged
-    before int() converts: int() of more than 4,300 digits raises (CPython's limit on
-    quadratic-time conversion), and even below it costs time on a value no bound admits.
-    Leading zeros are allowed, as int() allows them."""
-    if not is_ascii_number(text):
-        return None
-    digits = text.lstrip("0")
-    if len(digits) > len(str(high)):
-        return None
-    number = int(digits or "0")
-    return number if number <= high else None
 
 
 def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> int:
