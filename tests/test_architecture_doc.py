@@ -202,3 +202,36 @@ def test_the_floor_counter_sees_a_circle_and_counts_a_package_folder_as_one(
     assert graph["sub"] == {"d"} and graph["c"] == {"sub"}
     assert tool.circles(graph) == [["a", "b"]]
     assert tool.floors(graph) == {"__init__": 1, "d": 1, "sub": 2, "c": 3}
+
+
+LAZY_REASON = re.compile(r"#.*(~[\d.]+ ms\b.*importtime|\(not a cost\))")
+
+
+def said(lines: list[str], index: int) -> str:
+    """The import at lines[index] with its comment: on its line, or the comment line above it
+    or above the run of imports it stands in."""
+    above = index - 1
+    while above >= 0 and lines[above].lstrip().startswith(("from ", "import ")):
+        above -= 1
+    return lines[index] + (lines[above] if above >= 0 else "")
+
+
+def test_every_import_inside_a_function_of_the_runtime_says_its_measured_cost() -> None:
+    """Issue 32: an import of the package inside a function only where its start-up cost was
+    measured, the figure in a comment on its line or just above (else it goes to the top)."""
+    bare = []
+    for path in sorted(RUNTIME.glob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                internal = (
+                    isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfgpu")
+                ) or (
+                    isinstance(node, ast.Import)
+                    and any(alias.name.startswith("tfgpu") for alias in node.names)
+                )
+                if internal and not LAZY_REASON.search(said(lines, node.lineno - 1)):
+                    bare.append(f"{path.name}:{node.lineno}")
+    assert bare == []

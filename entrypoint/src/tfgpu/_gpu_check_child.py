@@ -11,6 +11,7 @@ import json
 import os
 import sys
 
+from tfgpu.apply import configure_tensorflow
 from tfgpu.errors import GpuUnavailableError
 from tfgpu.gpu_check import MARK
 
@@ -56,6 +57,8 @@ def main() -> int:
         out["applied"]["error"] = out["tensorflow"]["error"]
         print(MARK + json.dumps(out))
         return 0
+    # Only now, after `import tensorflow`: importing the hook installs its finder, which would
+    # apply the plan where the image has none, and report it as the hook's (not a cost).
     from tfgpu import _hook
 
     info = dict(tf.sysconfig.get_build_info())  # no cuda_version on CPU builds: .get()
@@ -73,8 +76,6 @@ def main() -> int:
     applied = out["applied"]
     try:
         if not _hook.state["applied"]:  # hook not installed here: apply as it would
-            from tfgpu.apply import configure_tensorflow
-
             configure_tensorflow(tf)
         gpus = tf.config.list_logical_devices("GPU")  # initialises the runtime
         applied["logical_gpus"] = [d.name for d in gpus]

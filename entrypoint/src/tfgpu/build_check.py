@@ -30,6 +30,7 @@ from tfgpu import image_record, interpreter, is_disabled, libs, pins, tfbuild
 from tfgpu.command_path import which
 from tfgpu.errors import EXIT_BROKEN, EXIT_OK, ConfigError
 from tfgpu.problems import ERROR, WARNING, Problem
+from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -232,8 +233,6 @@ def check_environment(
             "remove that ENV; a container can still set -e TF_GPU_CONFIG=off for itself",
         )
     else:
-        from tfgpu.settings import parse_environment
-
         try:
             parse_environment(environ)
         except ConfigError as e:

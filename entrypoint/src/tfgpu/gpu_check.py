@@ -16,9 +16,11 @@ import sys
 from tfgpu import __version__, gpu_report, interpreter, libs, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
+from tfgpu.preflight import run_preflight
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
 from tfgpu.summary import describe_plan
+from tfgpu.tfbuild import tensorflow_dir
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -67,8 +69,6 @@ def check_libraries(
     an error for each one TensorFlow would not load or would refuse: then it will not use the GPU,
     whatever else is right; or, for a cuDNN of the right major but an older minor, it uses the
     GPU and fails every cuDNN op (libs.cudnn_ops_verdict)."""
-    from tfgpu.tfbuild import tensorflow_dir
-
     dirs = libs.search_dirs(tensorflow_dir(), environ)
     entries = [
         libs.try_load(name, soname, dirs) for name, soname in libs.needed(build_info, tensorflow)
@@ -128,8 +128,6 @@ def _preflight_step(
         if not report.found:
             problems.append(Problem(WARNING, f"no GPU: {report.error}"))
         return None, None, False
-    from tfgpu.preflight import run_preflight
-
     try:
         # /dev/shm too: `check` is where a user looks for what is wrong
         preflight = run_preflight(settings, environ, nvml_report=report, shm_path="/dev/shm")

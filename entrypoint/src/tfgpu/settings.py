@@ -50,7 +50,7 @@ def __getattr__(name: str) -> "Tuple[str, ...]":
     `__path__`), so it raises before importing anything."""
     if name not in ("KIT_VARIABLES", "NATIVE_VARIABLES"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from tfgpu import recovery_rule, tf_config
+    from tfgpu import recovery_rule, tf_config  # on first use: ~12 ms (importtime, `re`)
 
     if name == "KIT_VARIABLES":
         # the recovery rule (tfgpu.recovery_rule), multi-worker training (tfgpu.tf_config)
@@ -435,7 +435,7 @@ def _wants(environ: "Mapping[str, str]", prefix: str, names: "Tuple[str, ...]") 
 
 
 def _parse_recovery(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
-    from tfgpu import recovery_rule  # only when one of its variables is set (module comment)
+    from tfgpu import recovery_rule  # only when its variables are set: ~10 ms (importtime, `re`)
 
     capped = s.mem_limit is not None or s.virtual_devices is not None
     s.recovery = recovery_rule.parse_rule(get, capped=capped, metrics_port=s.metrics_port)
@@ -449,7 +449,7 @@ def _parse_cluster(
     s: "Settings", environ: "Mapping[str, str]", get: "Callable[[str], Optional[str]]"
 ) -> None:
     """TF_CONFIG (the user's, checked; or built from TF_GPU_WORKERS*) and TF_USE_LEGACY_KERAS."""
-    from tfgpu import tf_config  # only when one of its variables is set (module comment)
+    from tfgpu import tf_config  # only when its variables are set: ~12 ms (importtime, `re`)
 
     v = get(tf_config.LEGACY_KERAS)
     if v is not None:
