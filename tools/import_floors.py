@@ -124,6 +124,9 @@ def floors(graph: dict[str, set[str]]) -> dict[str, int]:
 
 
 def main(folders: list[str]) -> int:
+    if folders[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
     if not folders:
         print(__doc__.strip().split("\n\n")[-1], file=sys.stderr)
         return 2
@@ -144,6 +147,9 @@ def main(folders: list[str]) -> int:
             print(f"  {level:2} | " + ", ".join(sorted(u for u, f in floor.items() if f == level)))
         for part in circles(graph):
             print("  circle: " + " <-> ".join(part))
+        unplaced = sorted(set(graph) - set(floor))
+        if unplaced:
+            print("  no floor (on a circle, or above one): " + ", ".join(unplaced))
     return 0
 
 
