@@ -1,14 +1,18 @@
 """docs/architecture.md stays true: every module it names exists, and every module of the build
 side and the runtime is in its table of rooms (the fake driver's C sources apart: its package is
 one room); its floors are the layers of the import-linter contract (.importlinter, checked by
-`./kit lint`), every module of tfgpu_kit is on one, and there are at most 10."""
+`./kit lint`), every module of tfgpu_kit is on one, and there are at most 10. The runtime's tiers
+and floors (at most 8, no circles) are its two contracts and the floors tools/import_floors.py
+counts from the imports."""
 
 from __future__ import annotations
 
 import ast
 import configparser
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
@@ -106,3 +110,128 @@ def test_the_fake_driver_stands_alone() -> None:
     assert (alone["type"], alone["source_modules"].split()) == ("forbidden", ["fakegpu"])
     assert alone["forbidden_modules"].split() == ["tfgpu_kit", "tfgpu"]
     assert not (ROOT / "tfgpu_kit" / "fakegpu").exists()
+
+
+# The runtime (issue 32): its tiers and its floors, counted from the imports by
+# tools/import_floors.py, so the doc's figures are the tool's, not typed.
+RUNTIME = ROOT / "entrypoint" / "src" / "tfgpu"
+RUNTIME_MOST_FLOORS = 8  # issue 32
+RUNTIME_SECTION = "## The runtime's tiers and floors"
+TIERS = ["commands", "act", "plan", "machine", "contract"]  # top to bottom
+
+
+def import_floors() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "import_floors", ROOT / "tools" / "import_floors.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def runtime_section() -> str:
+    return DOC.read_text(encoding="utf-8").split(RUNTIME_SECTION, 1)[1].split("\n## ", 1)[0]
+
+
+def runtime_layers(name: str) -> list[set[str]]:
+    """The layers of one of the runtime's contracts, top to bottom, each the set of its modules."""
+    section = contract()[f"importlinter:contract:{name}"]
+    assert section["type"] == "layers"
+    lines = section["layers"].strip().splitlines()
+    return [set(re.split(r"\s*[|:]\s*", line.strip())) for line in lines]
+
+
+def counted_floors() -> tuple[dict[str, int], list[list[str]]]:
+    """Each runtime module's floor (its dotted name; __init__ apart), and the circles."""
+    tool = import_floors()
+    graph = tool.import_graph(RUNTIME)
+    floors = {f"tfgpu.{unit}": n for unit, n in tool.floors(graph).items() if unit != "__init__"}
+    return floors, tool.circles(graph)
+
+
+def runtime_modules() -> set[str]:
+    return {f"tfgpu.{path.stem}" for path in RUNTIME.glob("*.py") if path.stem != "__init__"}
+
+
+def test_the_runtime_has_at_most_8_floors_and_no_circles() -> None:
+    floors, circles = counted_floors()
+    assert circles == []
+    assert set(floors) == runtime_modules()  # every module placed: none stands on a circle
+    top = max(floors.values())
+    assert top <= RUNTIME_MOST_FLOORS
+    assert f"runtime has **{top}** floors and **0** circles" in runtime_section().replace("\n", " ")
+
+
+def test_the_runtime_floors_are_the_counted_ones_and_the_contracts() -> None:
+    floors, _ = counted_floors()
+    counted = [
+        {name for name, n in floors.items() if n == level}
+        for level in range(max(floors.values()), 0, -1)
+    ]
+    rows = re.finditer(r"^\| (\d+) \| (`.+) \|$", runtime_section(), re.M)
+    doc = {int(row.group(1)): set(re.findall(r"`([^`]+)`", row.group(2))) for row in rows}
+    assert [doc[n] for n in sorted(doc, reverse=True)] == counted
+    assert runtime_layers("runtime_floors") == counted
+
+
+def test_the_runtime_tiers_are_the_contracts_and_hold_every_module() -> None:
+    rows = re.finditer(r"^\| ([a-z]+) \| [^|]+ \| (`.+) \|$", runtime_section(), re.M)
+    doc = {row.group(1): set(re.findall(r"`([^`]+)`", row.group(2))) for row in rows}
+    assert list(doc) == TIERS
+    tiers = runtime_layers("runtime_tiers")
+    assert [doc[tier] for tier in TIERS] == tiers
+    placed = [name for tier in tiers for name in tier]
+    assert sorted(placed) == sorted(runtime_modules())  # each module in exactly one tier
+
+
+def test_the_floor_counter_sees_a_circle_and_counts_a_package_folder_as_one(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg import b\n")  # in a function: counts
+    (package / "b.py").write_text("from .a import f\n")
+    (package / "c.py").write_text("if False:\n    import pkg.sub.x\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "x.py").write_text("from ..d import y\n")
+    (package / "d.py").write_text("y = 1\n")
+    tool = import_floors()
+    graph = tool.import_graph(package)
+    assert graph["sub"] == {"d"} and graph["c"] == {"sub"}
+    assert tool.circles(graph) == [["a", "b"]]
+    assert tool.floors(graph) == {"__init__": 1, "d": 1, "sub": 2, "c": 3}
+
+
+LAZY_REASON = re.compile(r"#.*(~[\d.]+ ms\b.*importtime|\(not a cost\))")
+
+
+def said(lines: list[str], index: int) -> str:
+    """The import at lines[index] with its comment: on its line, or the comment line above it
+    or above the run of imports it stands in."""
+    above = index - 1
+    while above >= 0 and lines[above].lstrip().startswith(("from ", "import ")):
+        above -= 1
+    return lines[index] + (lines[above] if above >= 0 else "")
+
+
+def test_every_import_inside_a_function_of_the_runtime_says_its_measured_cost() -> None:
+    """Issue 32: an import of the package inside a function only where its start-up cost was
+    measured, the figure in a comment on its line or just above (else it goes to the top)."""
+    bare = []
+    for path in sorted(RUNTIME.glob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                internal = (
+                    isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfgpu")
+                ) or (
+                    isinstance(node, ast.Import)
+                    and any(alias.name.startswith("tfgpu") for alias in node.names)
+                )
+                if internal and not LAZY_REASON.search(said(lines, node.lineno - 1)):
+                    bare.append(f"{path.name}:{node.lineno}")
+    assert bare == []

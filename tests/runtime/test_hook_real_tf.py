@@ -310,7 +310,7 @@ def test_check_with_gpu_required_reports_the_gpu_once(wheel_venv: Venv) -> None:
 def test_check_child_reports_an_unavailable_gpu_and_still_imports(wheel_venv: Venv) -> None:
     """When only TensorFlow can tell (tensorflow-cpu is a CPU-only build), the child says so
     and imports again without the requirement."""
-    from tfgpu._gpu_check_child import MARK
+    from tfgpu.gpu_check import MARK
 
     r = wheel_venv.run(
         "import runpy; runpy.run_module('tfgpu._gpu_check_child', run_name='__main__')",

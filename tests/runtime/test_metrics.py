@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tfgpu import metrics, nvml
+from tfgpu import metrics, nvml, tf_memory
 
 from tests import cpu_allocator
 from tests.pynvml_standin import standin_pynvml
@@ -269,7 +269,7 @@ def test_logical_gpu_limits_number_logical_gpus_across_cards() -> None:
         g0, [LogicalDeviceConfiguration(memory_limit=1024), LogicalDeviceConfiguration(2048.5)]
     )
     tf.config.set_logical_device_configuration(g2, [LogicalDeviceConfiguration(4096)])
-    limits = metrics.logical_gpu_limits(tf)
+    limits = tf_memory.logical_gpu_limits(tf)
     assert limits == [
         ("/device:GPU:0", 1024.0),
         ("/device:GPU:1", 2048.5),
@@ -283,8 +283,8 @@ def test_logical_gpu_limits_number_logical_gpus_across_cards() -> None:
 
 
 def test_logical_gpu_limits_without_gpus_or_caps() -> None:
-    assert metrics.logical_gpu_limits(standin_tf(gpus=0)) == []
-    assert metrics.logical_gpu_limits(standin_tf(gpus=2)) == []
+    assert tf_memory.logical_gpu_limits(standin_tf(gpus=0)) == []
+    assert tf_memory.logical_gpu_limits(standin_tf(gpus=2)) == []
 
 
 def card_samples(

@@ -2,7 +2,7 @@
 
 A child, because importing TensorFlow and initialising its runtime cannot be undone and
 takes seconds; the parent stays light and survives a crash here. Prints one JSON line
-prefixed with MARK on stdout (TensorFlow may print other things).
+prefixed with tfgpu.gpu_check.MARK on stdout (TensorFlow may print other things).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import json
 import os
 import sys
 
+from tfgpu.apply import configure_tensorflow
 from tfgpu.errors import GpuUnavailableError
+from tfgpu.gpu_check import MARK
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from tfgpu.check_report import ChildReport
-
-MARK = "TFGPU-CHECK-JSON "
 
 
 def main() -> int:
@@ -57,6 +57,8 @@ def main() -> int:
         out["applied"]["error"] = out["tensorflow"]["error"]
         print(MARK + json.dumps(out))
         return 0
+    # Only now, after `import tensorflow`: importing the hook installs its finder, which would
+    # apply the plan where the image has none, and report it as the hook's (not a cost).
     from tfgpu import _hook
 
     info = dict(tf.sysconfig.get_build_info())  # no cuda_version on CPU builds: .get()
@@ -74,8 +76,6 @@ def main() -> int:
     applied = out["applied"]
     try:
         if not _hook.state["applied"]:  # hook not installed here: apply as it would
-            from tfgpu.apply import configure_tensorflow
-
             configure_tensorflow(tf)
         gpus = tf.config.list_logical_devices("GPU")  # initialises the runtime
         applied["logical_gpus"] = [d.name for d in gpus]

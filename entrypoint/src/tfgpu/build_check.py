@@ -27,8 +27,10 @@ import os
 import sys
 
 from tfgpu import image_record, interpreter, is_disabled, libs, pins, tfbuild
+from tfgpu.command_path import which
 from tfgpu.errors import EXIT_BROKEN, EXIT_OK, ConfigError
 from tfgpu.problems import ERROR, WARNING, Problem
+from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -191,7 +193,7 @@ def check_interpreters(
             f"tfgpu=={record.get('tfgpu')}",
         )
     candidates = [[p] for p in pythons] or [
-        [path] for path in (interpreter.which(n, environ) for n in ("python3", "python")) if path
+        [path] for path in (which(n, environ) for n in ("python3", "python")) if path
     ]
     seen = set()
     for command in candidates:
@@ -231,8 +233,6 @@ def check_environment(
             "remove that ENV; a container can still set -e TF_GPU_CONFIG=off for itself",
         )
     else:
-        from tfgpu.settings import parse_environment
-
         try:
             parse_environment(environ)
         except ConfigError as e:

@@ -33,7 +33,7 @@ class AppliedInfo(TypedDict, total=False):
 
 
 class ChildReport(TypedDict, total=False):
-    """What `_gpu_check_child` prints after its MARK, or `crash` when it printed nothing."""
+    """What `_gpu_check_child` prints after gpu_check.MARK, or `crash` when it printed nothing."""
 
     tensorflow: TensorFlowInfo
     build_info: Dict[str, Any]

@@ -13,12 +13,14 @@ import platform
 import subprocess
 import sys
 
-from tfgpu import __version__, gpu_report, libs, tegra
+from tfgpu import __version__, gpu_report, interpreter, libs, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
+from tfgpu.preflight import run_preflight
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
 from tfgpu.summary import describe_plan
+from tfgpu.tfbuild import tensorflow_dir
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -33,21 +35,11 @@ CHILD_TIMEOUT = 600
 NO_GPU_FIX = (
     "start the container with --gpus all (and a GPU build of TensorFlow), or unset TF_GPU_REQUIRED"
 )
-PTH = "tfgpu-hook.pth"
 NOT_ON_GPU = "this TensorFlow will not use the GPU here"
-
-
-def hook_pth() -> Optional[str]:
-    for d in libs.site_dirs():
-        path = os.path.join(d, PTH)
-        if os.path.exists(path):
-            return path
-    return None
+MARK = "TFGPU-CHECK-JSON "  # the child's (_gpu_check_child) report line starts with it
 
 
 def run_child(environ: Mapping[str, str]) -> ChildReport:
-    from tfgpu._gpu_check_child import MARK
-
     env = dict(environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # The hook raises its errors in the child (which reports them) instead of exiting.
@@ -77,8 +69,6 @@ def check_libraries(
     an error for each one TensorFlow would not load or would refuse: then it will not use the GPU,
     whatever else is right; or, for a cuDNN of the right major but an older minor, it uses the
     GPU and fails every cuDNN op (libs.cudnn_ops_verdict)."""
-    from tfgpu.tfbuild import tensorflow_dir
-
     dirs = libs.search_dirs(tensorflow_dir(), environ)
     entries = [
         libs.try_load(name, soname, dirs) for name, soname in libs.needed(build_info, tensorflow)
@@ -138,8 +128,6 @@ def _preflight_step(
         if not report.found:
             problems.append(Problem(WARNING, f"no GPU: {report.error}"))
         return None, None, False
-    from tfgpu.preflight import run_preflight
-
     try:
         # /dev/shm too: `check` is where a user looks for what is wrong
         preflight = run_preflight(settings, environ, nvml_report=report, shm_path="/dev/shm")
@@ -240,7 +228,7 @@ def collect(
     lib_json, lib_problems = check_libraries(build_info, tf_json.get("version"), environ)
     problems += lib_problems
 
-    pth = hook_pth()
+    pth = interpreter.hook_pth()
     doc: Dict[str, Any] = {
         "ok": not any(p.severity == ERROR for p in problems),
         "tfgpu_version": __version__,

@@ -20,7 +20,7 @@ import os
 import sys
 
 from tfgpu import __version__, libs, pins, sbom, tfbuild
-from tfgpu.gpu_check import hook_pth
+from tfgpu.interpreter import hook_pth
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,6 +10,9 @@ re-implementing site.py's rules, which differ between venvs, flags and Python ve
 
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import os
+import sys
+
+from tfgpu.command_path import which
 
 TYPE_CHECKING = False  # not `from typing import …`: `tfgpu run` imports this for Python commands
 if TYPE_CHECKING:
@@ -28,22 +31,35 @@ PROBE = (
 PROBE_TIMEOUT = 30.0
 
 
+PTH = "tfgpu-hook.pth"  # the hook's line in site-packages (entrypoint/pyproject.toml)
+
+
+def site_dirs() -> "List[str]":
+    """The site-packages folders of this Python (where the hook's .pth file would be)."""
+    import site  # lazily: only `check` needs it
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
+    if user:
+        dirs.append(user)
+    return dirs + [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+
+
+def hook_pth() -> "Optional[str]":
+    """The hook's .pth file in this Python's site folders, or None where it is not installed."""
+    for d in site_dirs():
+        path = os.path.join(d, PTH)
+        if os.path.exists(path):
+            return path
+    return None
+
+
 def _is_python(path: str) -> bool:
     base = os.path.basename(path)
     if not base.startswith("python"):
         return False
     rest = base[len("python") :]
     return all(c.isdigit() or c == "." for c in rest) and not rest.startswith(".")
-
-
-def which(name: str, environ: "Mapping[str, str]") -> "Optional[str]":
-    if "/" in name:
-        return name if os.access(name, os.X_OK) else None
-    for d in environ.get("PATH", os.defpath).split(os.pathsep):
-        path = os.path.join(d or ".", name)
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    return None
 
 
 def _options(args: "List[str]") -> "List[str]":

@@ -18,8 +18,9 @@ import os
 import sys
 
 from tfgpu import is_disabled
+from tfgpu.ascii_numbers import is_ascii_number, whole_number
 from tfgpu.errors import EXIT_CONFIG, EXIT_USAGE, ConfigError
-from tfgpu.settings import is_ascii_number, parse_bool, whole_number
+from tfgpu.settings import parse_bool
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-import sys
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -82,17 +81,6 @@ def needed(
     if cudnn.isdigit() and cudnn.isascii():
         out.append(("cudnn", f"libcudnn.so.{cudnn}"))
     return out
-
-
-def site_dirs() -> List[str]:
-    """The site-packages folders of this Python (where the hook's .pth file would be)."""
-    import site  # lazily: only `check` needs it
-
-    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
-    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
-    if user:
-        dirs.append(user)
-    return dirs + [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
 def _dt_paths(path: str) -> List[str]:

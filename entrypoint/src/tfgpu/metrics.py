@@ -16,13 +16,8 @@ That starts prometheus-client's HTTP server on a daemon thread; each scrape read
   (all processes on the card, not only this one);
 - prometheus-client's `process_*` figures (resident memory, CPU seconds…).
 
-Never initialise TensorFlow's runtime early: `get_memory_info` and `list_logical_devices`
-call `context.ensure_initialized()`, after which logical devices, growth and visible
-devices can no longer be changed, so a scrape that arrived before the user's first op would
-freeze (or break) their configuration. A scrape therefore reads device figures only when
-the eager context's `_initialized` flag is already true: it is the very flag
-`ensure_initialized()` tests before doing anything, and it is set last, under the context's
-lock, after the runtime exists, so once it reads true these calls initialise nothing.
+Never initialise TensorFlow's runtime early (tfgpu.tf_memory says why): a scrape reads device
+figures only once the runtime is up.
 
 Each device is read on its own: one whose allocator keeps no statistics is left out alone,
 never another. `get_memory_info` raises whenever the device's allocator has none
@@ -57,6 +52,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from tfgpu import gpu_report, metrics_server, recovery, tegra
 from tfgpu.errors import ConfigError
 from tfgpu.settings import (
     DEFAULT_METRICS_ADDR,
@@ -64,9 +60,10 @@ from tfgpu.settings import (
     parse_metrics_addr,
     parse_metrics_port,
 )
+from tfgpu.tf_memory import logical_gpu_limits, runtime_initialized
 
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
+    from typing import Any, Dict, Iterator, Mapping, Optional, Set, Tuple
 
     from tfgpu.settings import Settings
 
@@ -146,8 +143,6 @@ def _serve(
     settings: Optional[Settings],
     environ: Mapping[str, str],
 ) -> bool:
-    from tfgpu import metrics_server
-
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(TensorFlowCollector(_config_labels(settings, environ)))
     prometheus_client.ProcessCollector(registry=registry)
@@ -163,8 +158,6 @@ def _serve(
 
 def _liveness() -> Tuple[bool, str]:
     """/livez: the recovery rule's verdict (alive where the rule is off)."""
-    from tfgpu import recovery  # stdlib only; the metrics thread, not start-up, pays for it
-
     return recovery.liveness()
 
 
@@ -191,16 +184,6 @@ def _config_labels(settings: Optional[Settings], environ: Mapping[str, str]) -> 
         "memory_growth": source("TF_GPU_MEMORY_GROWTH"),
         "allocator": source("TF_GPU_ALLOCATOR"),
     }
-
-
-def runtime_initialized() -> bool:
-    """True once TensorFlow's eager context exists and is initialised (see the module doc).
-    Imports nothing: without TensorFlow already imported the answer is False."""
-    context_module = sys.modules.get("tensorflow.python.eager.context")
-    if context_module is None:
-        return False
-    context = getattr(context_module, "context_safe", lambda: None)()
-    return bool(getattr(context, "_initialized", False))
 
 
 class TensorFlowCollector:
@@ -312,8 +295,6 @@ class TensorFlowCollector:
     def _recovery(self, family: Any) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily
 
-        from tfgpu import recovery
-
         watch = recovery.current()
         if watch is None:
             return
@@ -343,8 +324,6 @@ class TensorFlowCollector:
         yield streak
 
     def _cards(self, family: Any) -> Iterator[Any]:
-        from tfgpu import gpu_report, tegra
-
         report = gpu_report.read()
         if isinstance(report, tegra.TegraReport):  # a Jetson: no NVML; /proc/meminfo's figures
             yield from tegra.metric_families(report, family)
@@ -367,19 +346,3 @@ class TensorFlowCollector:
             used.add_metric(key, (gpu.total_mib - gpu.free_mib) * _MIB)
         yield total
         yield used
-
-
-def logical_gpu_limits(tf: Any) -> List[Tuple[str, float]]:
-    """(logical device name, cap in MiB) from the configuration TensorFlow holds. Logical GPUs
-    are numbered across the physical GPUs in order; reading the configuration initialises
-    nothing."""
-    out: List[Tuple[str, float]] = []
-    index = 0
-    for physical in tf.config.list_physical_devices("GPU"):
-        configs = tf.config.get_logical_device_configuration(physical) or [None]
-        for config in configs:
-            limit = getattr(config, "memory_limit", None)
-            if limit is not None:
-                out.append((f"/device:GPU:{index}", float(limit)))
-            index += 1
-    return out

@@ -8,7 +8,7 @@ CUDA_VISIBLE_DEVICES; `visible_gpus` maps CUDA's view onto NVML's devices.
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import os
 
-from tfgpu.settings import whole_number
+from tfgpu.ascii_numbers import whole_number
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:

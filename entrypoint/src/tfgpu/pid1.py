@@ -11,8 +11,8 @@ status (128+N when a signal N killed it), like tini.
 import errno
 import os
 
+from tfgpu.command_path import exec_command
 from tfgpu.errors import printable
-from tfgpu.run import exec_command
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def exec_child(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
         signal.pthread_sigmask(
             signal.SIG_UNBLOCK, FORWARDED
         )  # a pending signal now acts as default
-        exec_command(command, env)  # os.execvpe, without importing warnings (tfgpu.run)
+        exec_command(command, env)  # os.execvpe, without importing warnings (tfgpu.command_path)
     except OSError as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
         _say(f"cannot run {printable(command[0])}: {e.strerror or e}")

@@ -9,7 +9,7 @@ watches for it and acts:
 
 - a daemon thread samples, every `after/10` seconds (0.2 s to 5 s), the in-use bytes of each
   capped logical GPU (`tf.config.experimental.get_memory_info`, the figure the metrics serve),
-  only once TensorFlow's runtime is up (reading earlier would start it: tfgpu.metrics);
+  only once TensorFlow's runtime is up (reading earlier would start it: tfgpu.tf_memory);
 - a device is stuck when it was at or above the share of its cap at **every** sample for the
   whole period; one sample below starts the count again. A busy process whose memory rises
   and falls with its steps is therefore not stuck; one whose steady state sits at the cap is,
@@ -45,6 +45,7 @@ import threading
 import time
 
 from tfgpu.recovery_rule import EXIT_STUCK
+from tfgpu.tf_memory import logical_gpu_limits, runtime_initialized
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,8 +112,6 @@ class Watch:
 
 def read_tensorflow() -> Reading:
     """In-use and cap bytes of each capped logical GPU; nothing before the runtime is up."""
-    from tfgpu.metrics import logical_gpu_limits, runtime_initialized
-
     if not runtime_initialized():
         return []
     tf = sys.modules["tensorflow"]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
-from tfgpu import is_disabled
+from tfgpu import is_disabled, tegra
+from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_OK, ConfigError
 from tfgpu.settings import KIT_VARIABLES, NATIVE_VARIABLES, parse_environment
+from tfgpu.summary import describe_plan
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
@@ -61,8 +63,6 @@ def show(
             "cluster": None if settings.tf_config is None else settings.tf_config.explain(),
             "keras": which_keras(settings.legacy_keras),
         }
-        from tfgpu import tegra
-
         jetson = tegra.query(environ)
         if jetson is not None:  # a Jetson: what percentages are taken of
             doc.update(tegra.json_part(jetson))
@@ -71,9 +71,6 @@ def show(
     if not settings.enabled:
         out.write("TF_GPU_CONFIG=off: the kit does nothing (no hook, no checks)\n")
         return EXIT_OK
-    from tfgpu.device_plan import make_plan
-    from tfgpu.summary import describe_plan
-
     width = max(len(n) for n in KIT_VARIABLES + NATIVE_VARIABLES)
     for name in KIT_VARIABLES + NATIVE_VARIABLES:
         entry = table.get(name)
@@ -88,8 +85,6 @@ def show(
     if settings.tf_config is not None:
         out.write(f"cluster: {settings.tf_config.explain()}\n")
     out.write(f"keras: {which_keras(settings.legacy_keras)}\n")
-    from tfgpu import tegra
-
     jetson = tegra.query(environ)
     if jetson is not None:  # a Jetson: what percentages are taken of
         out.write("".join(f"{line}\n" for line in tegra.facts_lines(jetson.tegra_json())))

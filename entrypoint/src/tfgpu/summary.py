@@ -1,6 +1,9 @@
 """Short human descriptions of settings, GPUs and problems (run's summary, show, check)."""
 
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
+from tfgpu import tegra
+from tfgpu.device_plan import format_mib
+
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
@@ -14,8 +17,6 @@ def describe_plan(plan: "Dict[str, Any]", settings: "Optional[Settings]" = None)
     child process wrote it). Per GPU the logical devices the plan resolved; before any GPU is
     known (show, no GPU visible) the limits as written. With `settings` (run, show) it names
     what decided growth; from a plan alone, the TF_FORCE_GPU_ALLOW_GROWTH it sets."""
-    from tfgpu.device_plan import format_mib
-
     parts: List[str] = []
     for i, limits in enumerate(plan["gpu_limits_mib"]):
         if limits is not None:
@@ -67,8 +68,6 @@ def _growth_source(settings: "Settings") -> str:
 
 def describe_gpus(report: "NvmlReport", gpus: "List[Optional[Gpu]]") -> "Optional[str]":
     """None when there is certainly no driver: preflight's one warning line says so."""
-    from tfgpu import tegra
-
     if isinstance(report, tegra.TegraReport) and report.found:  # a Jetson: unified memory
         return tegra.describe(report)
     if report.driver_present is False:

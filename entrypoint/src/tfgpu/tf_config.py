@@ -50,8 +50,8 @@ from __future__ import annotations
 
 import re
 
+from tfgpu.ascii_numbers import whole_number
 from tfgpu.errors import ConfigError, printable
-from tfgpu.settings import whole_number
 
 TYPE_CHECKING = False  # not `from typing import …`: tfgpu run imports this at start-up
 if TYPE_CHECKING:
