@@ -147,7 +147,7 @@ def _dispatch(parser: "argparse.ArgumentParser", argv: "List[str]") -> int:
 
         return show(as_json=args.json)
     if args.command == "server":
-        from tfgpu.server import serve
+        from tfgpu.server import serve  # ~11 ms (-X importtime, 9-13 measured), not for `tfgpu run`
 
         return serve()
     if args.command == "check":

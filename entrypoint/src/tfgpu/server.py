@@ -12,7 +12,7 @@ program; a parameter server sees no GPU unless TF_GPU_PS_GPUS=true (tfgpu.settin
 import os
 import sys
 
-from tfgpu import is_disabled
+from tfgpu import is_disabled, tf_config
 from tfgpu.errors import ConfigError, printable
 from tfgpu.settings import parse_environment
 
@@ -34,8 +34,6 @@ def cluster_to_serve(environ: "MutableMapping[str, str]") -> "TfConfig":
     """This pod's task, or ConfigError (exit 78) when there is none a server is for."""
     if is_disabled(environ):
         # the kit builds nothing; a TF_CONFIG of the user's own is still served
-        from tfgpu import tf_config
-
         user = environ.get("TF_CONFIG", "").strip()
         if not user:
             raise ConfigError(

@@ -508,7 +508,7 @@ def _hide_gpus_from_ps(s: "Settings", environ: "Mapping[str, str]") -> None:
     ParameterServerStrategy): it gets no GPU unless TF_GPU_PS_GPUS=true, so that it neither
     reserves GPU memory nor needs a GPU the pod does not have. A CUDA_VISIBLE_DEVICES the user
     set is theirs (never replaced)."""
-    from tfgpu import tf_config
+    from tfgpu import tf_config  # already imported by _parse_cluster, the caller (not a cost)
 
     if "CUDA_VISIBLE_DEVICES" in environ:
         return
