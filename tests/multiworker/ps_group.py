@@ -1,9 +1,9 @@
-"""A parameter-server cluster (issue 33) in containers of the kit's image on one Docker network:
-one chief, TF_GPU_WORKERS workers and TF_GPU_PS parameter servers, each container's network
-alias the DNS name its pod gets in a JobSet (`<jobset>-<replicatedJob>-<job index>-<pod
-index>.<subdomain>`, the subdomain being the JobSet's name by default: jobset.sigs.k8s.io), its
-environment exactly the variables of the parameter-server contract (docs/runtime.md), which the
-Kubernetes half of issue 33 sets in each pod, plus the JOB_COMPLETION_INDEX that the indexed Job
+"""A parameter-server cluster (issue 33) in containers of the kit's image on one Docker network: one
+chief, TF_GPU_WORKERS workers and TF_GPU_PS parameter servers, each container's network alias the
+DNS name its pod gets in a JobSet (`<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>`,
+the subdomain being the JobSet's name by default: jobset.sigs.k8s.io), its environment and command
+exactly what `build.py k8s --workers N --ps M --jobset` renders for its role (the variables of the
+parameter-server contract, docs/runtime.md), plus the JOB_COMPLETION_INDEX that the indexed Job
 sets. No TF_CONFIG: the image's runtime builds it. Workers and parameter servers run `tfgpu
 server`; the chief runs ps_train.py. Shared by tests/multiworker/test_parameter_servers.py and
 benchmarks/parameter_servers.py; what is and is not simulated is as for group.py.
@@ -11,12 +11,18 @@ benchmarks/parameter_servers.py; what is and is not simulated is as for group.py
 
 from __future__ import annotations
 
+import functools
 import re
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
-from tests.multiworker.group import HERE, SCRIPT_DIR, Group, Worker
+import yaml
+
+from tests.multiworker.group import HERE, IMAGE_FOR_RENDER, SCRIPT_DIR, Group, Worker
+from tfgpu_kit import cli
 
 JOBSET = "tfgpu-train"
 
@@ -26,16 +32,27 @@ def alias(role: str, index: int) -> str:
     return f"{JOBSET}-{role}-0-{index}.{JOBSET}"
 
 
+@functools.cache
+def rendered(workers: int, ps: int) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """What `build.py k8s --workers N --ps M --jobset` gives each role's container: (its args,
+    its env as written in the manifest). The containers run exactly that, so the proof is of the
+    rendered manifest, not of a copy of the contract."""
+    with tempfile.TemporaryDirectory() as out:
+        flags = ["--workers", str(workers), "--ps", str(ps), "--jobset"]
+        code = cli.main(["k8s", "--kind", "job", "--image", IMAGE_FOR_RENDER, "--out", out, *flags])
+        assert code == 0, f"build.py k8s {' '.join(flags)} exited {code}"
+        jobset = yaml.safe_load((Path(out) / "jobset.yaml").read_text(encoding="utf-8"))
+    assert jobset["metadata"]["name"] == JOBSET
+    roles = {}
+    for job in jobset["spec"]["replicatedJobs"]:
+        (container,) = job["template"]["spec"]["template"]["spec"]["containers"]
+        roles[job["name"]] = (container["args"], {e["name"]: e["value"] for e in container["env"]})
+    return roles
+
+
 def contract_env(workers: int, ps: int, role: str) -> dict[str, str]:
-    """The variables every pod of the cluster gets, TF_GPU_ROLE its own."""
-    return {
-        "TF_GPU_PS": str(ps),
-        "TF_GPU_WORKERS": str(workers),
-        "TF_GPU_WORKER_HOSTS": alias("worker", 0).replace("-0.", "-{index}.", 1),
-        "TF_GPU_PS_HOSTS": alias("ps", 0).replace("-0.", "-{index}.", 1),
-        "TF_GPU_CHIEF_HOST": alias("chief", 0),
-        "TF_GPU_ROLE": role,
-    }
+    """The variables the rendered JobSet gives this role's pods (TF_GPU_ROLE its own)."""
+    return dict(rendered(workers, ps)[role][1])
 
 
 def start_task(
@@ -84,9 +101,7 @@ def start_cluster(
     (in any order: ps_train.py waits for every task)."""
     servers = {
         role: [
-            start_task(
-                g, image, role, i, ["tfgpu", "server"], contract_env(workers, ps, role), extra_env
-            )
+            start_task(g, image, role, i, *rendered(workers, ps)[role], extra_env)
             for i in range(count)
         ]
         for role, count in (("ps", ps), ("worker", workers))

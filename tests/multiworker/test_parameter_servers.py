@@ -1,7 +1,8 @@
 """Parameter-server training in real containers of the kit's 2.21 image (issue 33, item 2).
 
-One chief, 2 workers and 1 parameter server as the parameter-server contract runs them
-(tests/multiworker/ps_group.py: the contract's variables, the indexed Job's JOB_COMPLETION_INDEX,
+One chief, 2 workers and 1 parameter server as `build.py k8s --workers 2 --ps 1 --jobset` renders
+them (tests/multiworker/ps_group.py: each role's rendered env and args, the indexed Job's
+JOB_COMPLETION_INDEX,
 the JobSet's pod DNS names as network aliases, no TF_CONFIG); workers and the parameter server run
 `tfgpu server`, the chief ps_train.py: tf.distribute.experimental.ParameterServerStrategy with a
 ClusterCoordinator training a small linear model on the CPU. Proved:
@@ -32,7 +33,7 @@ import docker
 import pytest
 
 from tests.multiworker.group import Group, describe, group
-from tests.multiworker.ps_group import alias, marks, start_cluster, wait_for_mark
+from tests.multiworker.ps_group import alias, marks, rendered, start_cluster, wait_for_mark
 
 pytestmark = pytest.mark.docker
 
@@ -117,3 +118,16 @@ def test_a_killed_parameter_server_ends_the_run_with_a_clear_message(
         "/job:ps/replica:0/task:0"
     ) in logs, logs[-4000:]
     print(f"killed parameter server: the chief exited {code} {took:.1f}s later")
+
+
+def test_the_rendered_jobset_gives_the_names_and_commands_the_containers_run() -> None:
+    """The containers' network aliases are the DNS names the rendered JobSet tells each role,
+    workers and parameter servers run `tfgpu server`, and nothing renders a TF_CONFIG."""
+    roles = rendered(2, 1)
+    assert sorted(roles) == ["chief", "ps", "worker"]
+    for role, (args, env) in roles.items():
+        assert env["TF_GPU_ROLE"] == role and "TF_CONFIG" not in env
+        assert env["TF_GPU_WORKER_HOSTS"].replace("{index}", "1") == alias("worker", 1)
+        assert env["TF_GPU_PS_HOSTS"].replace("{index}", "0") == alias("ps", 0)
+        assert env["TF_GPU_CHIEF_HOST"] == alias("chief", 0)
+        assert (args == ["tfgpu", "server"]) == (role != "chief")
