@@ -109,7 +109,7 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "replicatedJobs of "
             "a JobSet with --jobset, else three Indexed Jobs (NAME-train-chief, -worker, -ps) "
             "and one headless Service; GPU and caps on the chief and workers only, parameter "
-            "servers CPU-only (README: how to give them a GPU)",
+            "servers CPU-only (docs/scale.md: how to give them a GPU)",
         ),
         "--trainer": dict(
             action="store_true",
