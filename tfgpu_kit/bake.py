@@ -45,7 +45,7 @@ def bake_file(
         if image.name in (base_digests or {}):
             args["TFGPU_BASE_DIGEST"] = (base_digests or {})[image.name]
         args["BASE_REGISTRY"] = catalog.base_registry(image.base_registry, base_registry)
-        if base_pin is not None and image.jetson is None:
+        if base_pin is not None and image.base_locked:
             args["BASE_PIN"] = base_pin
         target = targets[target_name(image.name)] = {
             "context": str(contexts / image.name),
@@ -53,9 +53,9 @@ def bake_file(
             "tags": image.tags(registry=registry),
             "args": args,
         }
-        if image.platform:
+        if image.platform != catalog.NATIVE_PLATFORM:
             target["platforms"] = [image.platform]
-    native = [target_name(image.name) for image in images if not image.platform]
+    native = [target_name(i.name) for i in images if i.platform == catalog.NATIVE_PLATFORM]
     groups: dict[str, Any] = {"default": {"targets": native}}
     for variant in dict.fromkeys(image.variant_name for image in images):
         names = [target_name(i.name) for i in images if i.variant_name == variant]

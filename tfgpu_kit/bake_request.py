@@ -42,7 +42,7 @@ def write_bake_file(request: BakeRequest) -> int:
     chosen = selectors.select(
         catalog.every_image(spec), request.selectors, default=("all", catalog.JETSON)
     )
-    images = [image for image in chosen if not image.jetson]  # those whose base is locked
+    images = [image for image in chosen if image.base_locked]
     try:
         specs.check_base_python(spec, {image.tensorflow for image in images})
     except SpecError as error:

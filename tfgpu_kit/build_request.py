@@ -1,6 +1,5 @@
-"""What `build.py build` does with its flags: the registries checked, the images selected (the
-Jetson ones of images/l4t.yaml in a call of their own), refused for a driver when asked, then built
-or listed."""
+"""What `build.py build` does with its flags: the registries checked, the images selected, refused
+for a driver when asked, then built or listed, each for its own platform."""
 
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ def build(request: BuildRequest) -> int:
     spec = specs.load()
     # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
     # must not pull every base there is. `all` selects everything of images.yaml; `l4t` (or a name
-    # or tag of one) the Jetson images, built where the engine can run arm64, else declined.
+    # or tag of one) images/l4t.yaml's, built where the engine can run arm64, else declined.
     images = selectors.select(catalog.every_image(spec), request.selectors, default=("latest",))
     options = image_builds.BuildOptions(
         registry=request.registry,
@@ -51,14 +50,16 @@ def build(request: BuildRequest) -> int:
         verify=request.verify,
         as_json=request.json,
     )
-    jetson = [image for image in images if image.jetson]
-    if jetson and len(jetson) < len(images):
-        raise UsageError("build the L4T (arm64) images in a call of their own: build.py build l4t")
-    if jetson and (request.driver is not None or request.verify or request.cuda_source):
+    flag = "--driver" if request.driver is not None else "--cuda-source"
+    if (request.driver is not None or request.cuda_source) and (
+        unjudged := [image.name for image in images if image.req is None]
+    ):
+        # what the driver must run and where the CUDA comes from are matrix.yaml's facts
         raise UsageError(
-            "--driver, --verify and --cuda-source apply to images.yaml's images, not to the"
-            " L4T (Jetson) ones",
-            hint="build.py build l4t [--registry R] [--base-registry M] [--push] [--dry-run]",
+            f"{flag} does not apply to {', '.join(unjudged)}: its CUDA is its base's own"
+            " (JetPack's): images/matrix.yaml has no requirements of it to judge or change",
+            hint="select images of images.yaml, e.g. build.py build 2.21.0-gpu"
+            f" {flag} {request.driver or request.cuda_source}",
         )
     if request.cuda_source and (slim := [i.name for i in images if i.slim]):
         raise UsageError(
@@ -70,10 +71,9 @@ def build(request: BuildRequest) -> int:
     if request.cuda_source:  # on the selected images only (catalog.with_cuda_source)
         override = CudaSource(request.cuda_source)
         images = [catalog.with_cuda_source(spec, image, override) for image in images]
-    if not jetson:
-        # before anything is fetched or built: a base whose Python the runtime does not support
-        # would only fail at pip install, deep in the Docker build
-        specs.check_base_python(spec, {image.tensorflow for image in images})
+    # before anything is fetched or built: a base whose Python the runtime does not support
+    # would only fail at pip install, deep in the Docker build
+    specs.check_base_python(spec, {image.tensorflow for image in images})
     if request.driver is not None:
         refused = image_builds.refuse_for_driver(spec, images, request.driver, request.force)
         if refused:

@@ -2,9 +2,11 @@
 and labels, tags, pushes, and the final table with each image's size budget. `build.py build` is
 the command over it; `bake` shares its contexts and build arguments.
 
-The Jetson images (images/l4t.yaml, linux/arm64) are built where the engine can run arm64 build
-steps (docker_engine.arm64_capability) and declined, with the reason and EXIT_FAILED, elsewhere;
-they have no size budget, base lock or `verify`."""
+Every image goes one way, for its own platform: whether the engine can run that platform's build
+steps is checked per image first (docker_engine.platform_capability: images/l4t.yaml's are
+linux/arm64), and a call with one the engine cannot build is declined, with the reason and
+EXIT_FAILED, before anything is built. An image whose record has no size budget or no locked base
+(l4t.yaml's) is simply not judged by them."""
 
 from __future__ import annotations
 
@@ -147,7 +149,10 @@ def iter_contexts(
         log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
         if image.cuda_wheels:
             log.info(
-                "%s: %s; %.0f MiB unpacked", image.name, image.gap.describe(), ctx.cuda_wheels_mib
+                "%s: %s; %.0f MiB unpacked",
+                image.name,
+                image.cuda.summary if image.cuda else "",
+                ctx.cuda_wheels_mib,
             )
         yield image, ctx
 
@@ -161,29 +166,52 @@ def _registry(image: Image, options: BuildOptions) -> str:
 _ADDS = {"tensorflow": "TensorFlow", "cuda_wheels": "CUDA wheels", "tf_keras": "tf-keras"}
 
 
+def _capabilities(images: list[Image], engine_arch: str | None) -> dict[str, Any]:
+    """Whether the engine can build each image's platform (docker_engine.platform_capability)."""
+    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
+
+    return {
+        image.name: docker_engine.platform_capability(image.platform, engine_arch)
+        for image in images
+    }
+
+
 def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
-    if images[0].jetson:
-        return _dry_run_arm64(images, options)
+    """What `build` would do, judged on this machine (a dry run asks no engine: its own
+    architecture and binfmt_misc say which platforms it can build); EXIT_FAILED if it cannot
+    build one of them."""
+    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
+
+    capabilities = _capabilities(images, docker_engine.machine_arch())
     rows = []
     cuda_lock, images_lock = wheel_locks.load(), wheel_locks.load_images()
     for image in images:
         adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
         dockerfile = render.dockerfile_path(render.DOCKERFILES_DIR, image).relative_to(ROOT)
+        capability = capabilities[image.name]
+        assert image.cuda is not None  # every catalog row has it
+        locked_mib = round(adds.total / BYTES_PER_MIB, 1)
         rows.append(
             {
                 "image": image.name,
                 "dockerfile": str(dockerfile),
+                "platform": image.platform,
                 "base": f"{_registry(image, options)}/{image.base_ref}",
                 "tags": image.tags(registry=options.registry),
                 "push": bool(options.push),
-                "cuda": image.gap.as_json(),
+                "cuda": dict(image.cuda.detail),
                 # what it adds to its base, by layer, from the locks (the base's own size is not
                 # in them: `build` and `verify` measure it on the engine)
                 "adds_mib": {
                     **{key: round(getattr(adds, key) / BYTES_PER_MIB, 1) for key in _ADDS},
                     "kit_at_most": kit_mib,
-                    "at_most": round(adds.total / BYTES_PER_MIB + kit_mib, 1),
+                    "at_most": round(adds.total / BYTES_PER_MIB + kit_mib, 1)
+                    if kit_mib is not None
+                    else None,
+                    **({} if kit_mib is not None else {"locked": locked_mib}),
                 },
+                "buildable": capability.can,
+                "why": capability.how,
             }
         )
     if options.as_json:
@@ -194,54 +222,38 @@ def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int
             ["image", "base", "CUDA", "adds to the base (locks)", "tags"],
             [
                 [
-                    str(r["image"]),
+                    f"{r['image']}\n{r['platform']}" + ("" if r["buildable"] else " (declined)"),
                     str(r["base"]),
-                    f"{image.gap.source.value}: {image.gap.describe()}",
+                    f"{image.cuda.source}: {image.cuda.summary}" if image.cuda else "",
                     _adds_cell(r["adds_mib"]),
-                    "\n".join(image.tags(registry=options.registry)),
+                    "\n".join(map(str, r["tags"])),
                 ]
                 for r, image in zip(rows, images, strict=True)
             ],
         )
     log.info("dry run: %d image(s), nothing built", len(rows))
-    return 0
+    return _declined(images, capabilities)
+
+
+def _declined(images: list[Image], capabilities: dict[str, Any]) -> int:
+    """Log each image the engine cannot build for its platform; EXIT_FAILED if any."""
+    declined = [image for image in images if not capabilities[image.name].can]
+    for image in declined:
+        log.error(
+            "%s (%s): not built: %s", image.name, image.platform, capabilities[image.name].how
+        )
+    return EXIT_FAILED if declined else 0
 
 
 def _adds_cell(adds: object) -> str:
-    """`TensorFlow 1962 + CUDA wheels 2854 + tf-keras 6 + kit ≤ 120 = ≤ 4942 MiB`."""
+    """`TensorFlow 1234 + CUDA wheels 2900 + tf-keras 4 + kit ≤ 300 = ≤ 4438 MiB`."""
     assert isinstance(adds, dict)
     parts = [f"{name} {adds[key]:.0f}" for key, name in _ADDS.items() if adds[key]]
+    if adds["kit_at_most"] is None:  # no size budget: the locked layers alone
+        return " + ".join(parts) + (" = " if parts else "") + f"{adds['locked']:.0f} MiB, no budget"
     return (
         " + ".join([*parts, f"kit ≤ {adds['kit_at_most']:g}"]) + f" = ≤ {adds['at_most']:.0f} MiB"
     )
-
-
-def _dry_run_arm64(images: list[Image], options: BuildOptions) -> int:
-    """What would be built on this machine, judged from its own architecture and binfmt_misc (a
-    dry run asks no engine); the base as the build would name it (--base-registry)."""
-    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
-
-    capability = docker_engine.arm64_capability(docker_engine.machine_arch())
-    rows = [
-        {
-            "name": image.name,
-            "platform": image.platform,
-            "base": f"{_registry(image, options)}/{image.base_ref}",
-            "tags": image.tags(registry=options.registry),
-            "buildable": capability.can,
-            "why": capability.how,
-        }
-        for image in images
-    ]
-    if options.as_json:
-        print_json(rows)
-    else:
-        for row in rows:
-            state = f"would build ({row['why']})" if row["buildable"] else "declined"
-            print(f"{row['name']}  {row['platform']}  {row['base']}  {state}")
-    if not capability.can:
-        log.error("L4T images cannot be built here: %s", capability.how)
-    return 0 if capability.can else EXIT_FAILED
 
 
 @dataclass
@@ -257,12 +269,14 @@ class Built:
     tensorflow_mib: float = 0.0  # on the slim base: TensorFlow and its dependencies, unpacked
 
     @property
-    def budget_mib(self) -> float:
+    def budget_mib(self) -> float | None:
         """What the image may add to its base: the variant's budget for the kit's own layers,
         plus the locked wheels' unpacked size (NVIDIA's CUDA wheels, tf-keras, and on the slim
-        base TensorFlow with its dependencies) when it adds them."""
+        base TensorFlow with its dependencies) when it adds them; None: the image has none."""
+        if self.image.budget_mib is None:
+            return None
         locked = self.cuda_wheels_mib + self.tf_keras_mib + self.tensorflow_mib
-        return self.image.official.variant.max_added_mib + locked
+        return self.image.budget_mib + locked
 
     @property
     def added_mib(self) -> float | None:
@@ -272,11 +286,17 @@ class Built:
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
 
 
+def _cuda(b: Built) -> catalog.Cuda:
+    assert b.image.cuda is not None  # every catalog row has it
+    return b.image.cuda
+
+
 def _cuda_cell(b: Built) -> str:
-    gap = b.image.gap
-    if gap.wheels:
-        return f"wheels: CUDA {gap.cuda}, cuDNN {gap.cudnn} ({mib(b.cuda_wheels_mib)} MiB)"
-    return f"base: CUDA {gap.cuda}, cuDNN {gap.cudnn}"
+    cuda = _cuda(b)
+    cudnn = cuda.cudnn or "unknown"
+    if cuda.wheels:
+        return f"wheels: CUDA {cuda.cuda}, cuDNN {cudnn} ({mib(b.cuda_wheels_mib)} MiB)"
+    return f"base: CUDA {cuda.cuda}, cuDNN {cudnn}"
 
 
 def json_rows(results: list[Built]) -> list[dict[str, object]]:
@@ -286,16 +306,16 @@ def json_rows(results: list[Built]) -> list[dict[str, object]]:
             "image": b.image.name,
             "id": b.image_id,
             "tags": b.tags,
-            "cuda_source": b.image.gap.source.value,
-            "cuda": str(b.image.gap.cuda),
-            "cudnn": str(b.image.gap.cudnn),
-            "cuda_wheels": list(b.image.gap.wheels),
+            "cuda_source": _cuda(b).source,
+            "cuda": _cuda(b).cuda,
+            "cudnn": _cuda(b).cudnn,
+            "cuda_wheels": list(_cuda(b).wheels),
             "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
             "tf_keras_mib": round(b.tf_keras_mib, 1),
             "tensorflow_mib": round(b.tensorflow_mib, 1),
             "size_mib": round(b.size / BYTES_PER_MIB, 1),
             "added_mib": round(b.added_mib, 2) if b.added_mib is not None else None,
-            "budget_mib": round(b.budget_mib, 2),
+            "budget_mib": round(b.budget_mib, 2) if b.budget_mib is not None else None,
             "seconds": round(b.seconds, 1),
         }
         for b in results
@@ -312,7 +332,7 @@ def table_rows(results: list[Built]) -> list[list[str]]:
             _cuda_cell(b),
             f"{mib(b.size / BYTES_PER_MIB, 1)} MiB",
             f"{mib(b.added_mib, 2)} MiB" if b.added_mib is not None else "?",
-            f"{mib(b.budget_mib, 2)} MiB",
+            f"{mib(b.budget_mib, 2)} MiB" if b.budget_mib is not None else "none",
             f"{b.seconds:.1f} s",
         ]
         for b in results
@@ -323,8 +343,8 @@ def over_budget(results: list[Built]) -> list[str]:
     """Images that add more to their base than their budget (Built.budget_mib)."""
     problems = []
     for b in results:
-        added = b.added_mib
-        if added is not None and added > b.budget_mib:
+        added, budget = b.added_mib, b.budget_mib
+        if added is not None and budget is not None and added > budget:
             parts = [
                 (b.tensorflow_mib, "of TensorFlow and its dependencies"),
                 (b.cuda_wheels_mib, "of NVIDIA wheels"),
@@ -332,10 +352,10 @@ def over_budget(results: list[Built]) -> list[str]:
             ]
             extra = "".join(f" + {mib(size, 2)} MiB {what}" for size, what in parts if size)
             if extra:
-                extra = f" = {b.image.official.variant.max_added_mib:g} MiB for the kit{extra}"
+                extra = f" = {b.image.budget_mib:g} MiB for the kit{extra}"
             problems.append(
                 f"{b.image.name} adds {mib(added, 2)} MiB to its base"
-                f" (budget {mib(b.budget_mib, 2)} MiB{extra})"
+                f" (budget {mib(budget, 2)} MiB{extra})"
             )
     return problems
 
@@ -372,12 +392,12 @@ def _build_one(
         )
     else:
         log.info("%s: base %s present locally (%s)", image.name, base_ref, base.short_id)
+    repo_digests = list(base.attrs.get("RepoDigests") or []) if base is not None else None
     bargs = buildargs(
-        # the digest images/bases.lock.yaml locks (a mirror's: the local base's own)
-        base_digest=digests.digest(
-            image, list(base.attrs.get("RepoDigests") or []) if base is not None else None
-        ),
-        cuda_wheels_mib=ctx.cuda_wheels_mib if image.gap.wheels else None,
+        # the digest images/bases.lock.yaml locks (a mirror's: the local base's own); unknown
+        # for a base the lock does not hold
+        base_digest=digests.digest(image, repo_digests) if image.base_locked else None,
+        cuda_wheels_mib=ctx.cuda_wheels_mib if image.cuda_wheels else None,
     )
     bargs["BASE_REGISTRY"] = _registry(image, options)
     if (pin := digests.pin()) is not None:
@@ -390,12 +410,13 @@ def _build_one(
         tag=first,
         buildargs=bargs,
         no_cache=options.no_cache,
+        platform=image.platform,
         sent=_dropper(ctx, options),
     )
     python = docker_engine.python_version(client, image_id)
     if python != image.base_python:
         log.warning(
-            "%s: the base has Python %s, images.yaml says %s: the composite tag uses %s",
+            "%s: the base has Python %s, the spec says %s: its tags use %s",
             image.name,
             python,
             image.base_python,
@@ -431,15 +452,17 @@ def _dropper(ctx: context.Context, options: BuildOptions) -> Callable[[], None] 
 
 
 def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
-    """Build, tag (push, verify) each image, one context at a time; print the final table.
-    Returns the exit status: EXIT_FAILED when an image is over its size budget or fails verify."""
+    """Build, tag (push, verify) each image for its platform, one context at a time; print the
+    final table. Returns the exit status: EXIT_FAILED when the engine cannot build an image's
+    platform (before anything is built), or an image is over its size budget or fails verify."""
     from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
     client = docker_engine.client()
-    if images[0].jetson:
-        return _build_arm64(spec, client, images, options)
+    if status := _declined(images, _capabilities(images, docker_engine.engine_arch(client))):
+        return status
     # before any context: a base the lock lacks stops the build; one warning for unknown digests
-    digests = base_lock.BaseDigests(base_lock.load(), images, base_registry=options.base_registry)
+    locked = [image for image in images if image.base_locked]
+    digests = base_lock.BaseDigests(base_lock.load(), locked, base_registry=options.base_registry)
     for image in images:  # and a base the engine cannot get (offline, a typo of a mirror)
         docker_engine.refuse_unpullable(
             client, image.name, f"{_registry(image, options)}/{image.base_ref}"
@@ -454,36 +477,3 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
         refs = [b.tags[0] for b in results]
         status = verify_images.verify_images(spec, client, refs, as_json=False) or status
     return status
-
-
-def _build_arm64(spec: specs.Spec, client: Any, images: list[Image], options: BuildOptions) -> int:
-    """Build each image for its platform (linux/arm64) where the engine can; otherwise decline them
-    all with the reason. Returns 0 when all were built, EXIT_FAILED when none could be."""
-    from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
-
-    capability = docker_engine.arm64_capability(docker_engine.engine_arch(client))
-    if not capability.can:
-        for image in images:
-            log.error("%s: not built: %s", image.name, capability.how)
-        return EXIT_FAILED
-    log.info("building %d L4T image(s): %s", len(images), capability.how)
-    with tempfile.TemporaryDirectory(prefix="tfgpu-l4t-") as tmp:
-        for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):
-            args = {**buildargs(base_digest=None), "BASE_REGISTRY": _registry(image, options)}
-            tags = image.tags(registry=options.registry)
-            image_id = docker_engine.build(
-                client,
-                ctx.path,
-                label=image.name,
-                tag=tags[0],
-                buildargs=args,
-                no_cache=options.no_cache,
-                platform=image.platform,
-                sent=_dropper(ctx, options),
-            )
-            for ref in tags:
-                docker_engine.tag(client, image_id, ref)
-                if options.push:
-                    docker_engine.push(client, ref)
-            log.info("%s: built %s (%s)", image.name, ", ".join(tags), image_id)
-    return 0

@@ -39,11 +39,8 @@ def environment() -> jinja2.Environment:
 
 
 def dockerfile_path(out: Path, image: Image) -> Path:
-    # the Jetson images in a folder of their own: each folder's leftovers name their spec file
-    return out / (JETSON if image.jetson else "") / image.name / "Dockerfile"
-
-
-NO_WHEELS = {"wheels": ()}  # a Jetson image's `gap` in the shared partials: no CUDA wheels added
+    # l4t.yaml's images in a folder of their own: each folder's leftovers name their spec file
+    return out / image.folder / image.name / "Dockerfile"
 
 
 def locked_digest(image: Image, lock: base_lock.BaseLock | None = None) -> str | None:
@@ -61,23 +58,14 @@ def render_image(
     lock: base_lock.BaseLock | None = None,
 ) -> str:
     env = env or environment()
-    shared = {"image": image, "user": spec.images.user, "cmd_json": json.dumps(image.cmd)}
     try:
-        template = env.get_template("Dockerfile.j2")
-        if image.jetson:  # the l4t-* partials: JetPack's CUDA, no wheels, no base lock
-            return template.render(
-                jetson=image.jetson, gap=NO_WHEELS, unpinned_apt=False, slim_base=None, **shared
-            )
-        official = image.official
-        return template.render(
-            req=official.req,
-            gap=official.gap,
-            recipe=None if image.slim else spec.base_recipe(image.tensorflow),
-            slim_base=spec.bases.slim if image.slim else None,
-            jupyter=official.variant.jupyter,
+        return env.get_template("Dockerfile.j2").render(
+            image=image,
+            user=spec.images.user,
+            cmd_json=json.dumps(list(image.cmd)),
             unpinned_apt=any("=" not in package for package in image.apt),
-            base_digest=locked_digest(image, lock),
-            **shared,
+            base_digest=locked_digest(image, lock) if image.base_locked else None,
+            **image.facts,
         )
     except jinja2.TemplateError as exc:
         where = (

@@ -81,6 +81,9 @@ class _OfflineImages:
 class _OfflineEngine:
     images = _OfflineImages()
 
+    def info(self) -> dict[str, str]:  # the engine runs on x86-64: it builds linux/amd64
+        return {"Architecture": "x86_64"}
+
 
 def test_an_offline_build_stops_before_assembling_any_context(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
