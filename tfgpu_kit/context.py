@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -316,3 +316,42 @@ def assemble(
 def _normalized_pin(pin: str) -> str:
     name, _, version = pin.partition("==")
     return f"{_normalized(name)}=={version}"
+
+
+def iter_contexts(
+    images: list[Image],
+    root: Path,
+    dockerfile: Callable[[Image], str],
+    runtime_extras: Sequence[str],
+) -> Iterator[tuple[Image, Context]]:
+    """Assemble the build context of each image under root/<image name>, one at a time (an
+    image that adds NVIDIA's CUDA wheels has gigabytes of them), with the Dockerfile text
+    `dockerfile` gives it (render.render_image); the runtime wheel is built once."""
+    lock = wheel_locks.load()
+    pins = [pin for image in images for pin in (*image.cuda_wheels, image.tf_keras) if pin]
+    if missing := [pin for pin in pins if pin not in lock.wheels]:
+        raise SpecError(
+            f"{wheel_locks.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
+            hint="run `build.py lock` after changing and_cuda or tf_keras in images/matrix.yaml",
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    wheel = build_runtime_wheel(root / ".runtime-wheel")
+    log.info("runtime wheel %s", wheel.name)
+    for image in images:
+        ctx = assemble(
+            image,
+            dockerfile(image),
+            root / image.name,
+            runtime_wheel=wheel,
+            runtime_extras=list(runtime_extras),
+            lock=lock,
+        )
+        log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
+        if image.cuda_wheels:
+            log.info(
+                "%s: %s; %.0f MiB unpacked",
+                image.name,
+                image.cuda.summary if image.cuda else "",
+                ctx.cuda_wheels_mib,
+            )
+        yield image, ctx

@@ -1,19 +1,25 @@
-"""Rendering one Dockerfile per image from templates/ (Jinja2, StrictUndefined), and checking that
-the committed files under dockerfiles/ (dockerfiles/l4t/ for the Jetson images) are up to date."""
+"""`build.py render`: one Dockerfile per image from templates/ (Jinja2, StrictUndefined), written
+under one folder (dockerfiles/; dockerfiles/l4t/ for images/l4t.yaml's), or compared with what is
+there (--check)."""
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
-from tfgpu_kit import templating
+from tfgpu_kit import catalog, templating
+from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import JETSON, Image
-from tfgpu_kit.errors import SpecError
+from tfgpu_kit.errors import EXIT_FAILED, SpecError, UsageError
 from tfgpu_kit.locks import base_lock
 from tfgpu_kit.spec import ROOT, Spec, control_characters
+
+log = logging.getLogger(__name__)
 
 TEMPLATES_DIR = ROOT / "templates"
 DOCKERFILES_DIR = ROOT / "dockerfiles"
@@ -118,3 +124,36 @@ def stale(rendered: list[Rendered], out: Path = DOCKERFILES_DIR) -> list[str]:
                 if path not in expected
             ]
     return problems
+
+
+def render_or_check(out_arg: Path, *, check: bool) -> int:
+    """`build.py render [--out DIR] [--check]`: EXIT_FAILED when --check finds a stale file."""
+    spec = specs.load()
+    out: Path = out_arg.resolve()
+    if out == specs.ROOT:
+        # one folder per image next to build.py: never what was meant
+        raise UsageError(
+            f"--out {str(out_arg)!r} is the checkout itself: accepted: a folder for the "
+            "Dockerfiles; example: --out dockerfiles"
+        )
+    if check and not out.is_dir():
+        # not N "missing" files: the folder to compare with is not there
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(out_arg))
+    rendered = render_all(spec, catalog.every_image(spec), out)
+    if check:
+        problems = stale(rendered, out)
+        for problem in problems:
+            print(problem)
+        if problems:
+            log.error(
+                "%d generated file(s) out of date: run `./kit render` and commit",
+                len(problems),
+            )
+            return EXIT_FAILED
+        log.info("%d Dockerfiles up to date", len(rendered))
+        return 0
+    written = write(rendered)
+    for path in written:
+        print(path)
+    log.info("%d Dockerfiles rendered, %d changed", len(rendered), len(written))
+    return 0

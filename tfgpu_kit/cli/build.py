@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import build_request
+from tfgpu_kit import build
 from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return build_request.build(request(build_request.BuildRequest, args))
+    return build.build(request(build.BuildRequest, args))
 
 
 COMMAND = Command("build", HELP, DESCRIPTION, add_arguments, run)

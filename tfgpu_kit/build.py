@@ -1,36 +1,35 @@
-"""Building the selected images with the Docker SDK: the per-image contexts, the build arguments
-and labels, tags, pushes, and the final table with each image's size budget. `build.py build` is
-the command over it; `bake` shares its contexts and build arguments.
+"""`build.py build`: its flags checked, the images selected, refused for a driver when asked,
+then listed (--dry-run) or built with the Docker SDK, each for its own platform: the per-image
+contexts, the build arguments and labels, tags, pushes, and the final table with each image's size
+budget.
 
-Every image goes one way, for its own platform: whether the engine can run that platform's build
-steps is checked per image first (docker_engine.platform_capability: images/l4t.yaml's are
-linux/arm64), and a call with one the engine cannot build is declined, with the reason and
-EXIT_FAILED, before anything is built. An image whose record has no size budget or no locked base
-(l4t.yaml's) is simply not judged by them."""
+Every image goes one way: whether the engine can run its platform's build steps is checked per
+image first (docker_engine.platform_capability: images/l4t.yaml's are linux/arm64), and a call
+with one the engine cannot build is declined, with the reason and EXIT_FAILED, before anything is
+built. An image whose record has no size budget or no locked base (l4t.yaml's) is simply not
+judged by them."""
 
 from __future__ import annotations
 
-import datetime
+import functools
 import logging
-import re
 import shutil
-import subprocess
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, context, render
+from tfgpu_kit import catalog, context, render, selectors
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
+from tfgpu_kit.build_args import buildargs
 from tfgpu_kit.catalog import Image, base_registry
-from tfgpu_kit.errors import EXIT_FAILED, SpecError
+from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.locks import base_lock, wheel_locks
 from tfgpu_kit.output import BYTES_PER_MIB, mib, print_json, table
-from tfgpu_kit.spec import ROOT
+from tfgpu_kit.spec import ROOT, CudaSource
 from tfgpu_kit.verify import images as verify_images
 from tfgpu_kit.versions import parse_driver
 
@@ -38,72 +37,67 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class BuildOptions:
-    """What `build` was asked to do beyond which images."""
+class BuildRequest:
+    """`build.py build`'s flags as given."""
 
+    selectors: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    push: bool = False
     registry: str | None = None
     base_registry: str | None = None
-    push: bool = False
+    driver: str | None = None
+    force: bool = False
     no_cache: bool = False
-    contexts: Path | None = None
     verify: bool = False
-    as_json: bool = False
+    contexts: Path | None = None  # keep each image's context there (default: a temporary one)
+    cuda_source: str | None = None
+    json: bool = False
 
 
-def _git(*command: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), *command],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
+def build(request: BuildRequest) -> int:
+    """`build.py build`: EXIT_FAILED when an image is refused for the driver or fails to build."""
+    catalog.check_registry_flags(request.registry, request.base_registry)
+    spec = specs.load()
+    # No selector builds the default (newest) version, not all 20 images: a newcomer's `./kit build`
+    # must not pull every base there is. `all` selects everything of images.yaml; `l4t` (or a name
+    # or tag of one) images/l4t.yaml's, built where the engine can run arm64, else declined.
+    images = selectors.select(catalog.every_image(spec), request.selectors, default=("latest",))
+    flag = "--driver" if request.driver is not None else "--cuda-source"
+    if (request.driver is not None or request.cuda_source) and (
+        unjudged := [image.name for image in images if image.req is None]
+    ):
+        # what the driver must run and where the CUDA comes from are matrix.yaml's facts
+        raise UsageError(
+            f"{flag} does not apply to {', '.join(unjudged)}: its CUDA is its base's own"
+            " (JetPack's): images/matrix.yaml has no requirements of it to judge or change",
+            hint="select images of images.yaml, e.g. build.py build 2.21.0-gpu"
+            f" {flag} {request.driver or request.cuda_source}",
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def source_url(remote: str | None) -> str | None:
-    """The origin remote as a URL for org.opencontainers.image.source, or None: a clone's origin
-    can be a local path (/home/dev/kit), which means nothing to the image's users. scp-like
-    `git@host:org/repo.git` becomes https://host/org/repo.
-
-    The label ships in every pushed image, so only scheme, host, port and path are kept: the
-    userinfo (`gitlab-ci-token:TOKEN@`, `user@`) of every scheme, a query and a fragment are
-    dropped (a CI clone's origin carries its job token there)."""
-    if not remote or any(ord(ch) < 0x20 or ch == "\x7f" for ch in remote):
-        return None
-    if m := re.fullmatch(r"[^@/:\s]+(?::[^@/\s]*)?@([\w.-]+):(?!/)([^?#\s]+?)(?:\.git)?/?", remote):
-        return f"https://{m[1]}/{m[2]}"
-    try:
-        parts = urllib.parse.urlsplit(remote)
-        port = parts.port  # ValueError on a port that is not a number
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https", "ssh", "git", "git+ssh") or not parts.hostname:
-        return None
-    path = parts.path.removesuffix("/").removesuffix(".git")
-    if not path.strip("/"):
-        return None
-    scheme = parts.scheme if parts.scheme in ("http", "https") else "https"
-    # an ssh port is not the web server's: only http(s) keep theirs
-    netloc = parts.hostname + (f":{port}" if port is not None and scheme == parts.scheme else "")
-    return f"{scheme}://{netloc}{path}"
-
-
-def buildargs(*, base_digest: str | None, cuda_wheels_mib: float | None = None) -> dict[str, str]:
-    """The per-build ARGs of the Dockerfiles (BASE_REGISTRY is added per image)."""
-    created = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
-    args = {
-        "TFGPU_CREATED": created,
-        "TFGPU_REVISION": _git("rev-parse", "HEAD") or "unknown",
-        "TFGPU_SOURCE": source_url(_git("remote", "get-url", "origin")) or "unknown",
-        "TFGPU_BASE_DIGEST": base_digest or "unknown",
-    }
-    if cuda_wheels_mib is not None:
-        args["TFGPU_CUDA_WHEELS_MIB"] = mib(cuda_wheels_mib)
-    return args
+    if request.cuda_source and (slim := [i.name for i in images if i.slim]):
+        raise UsageError(
+            f"--cuda-source {request.cuda_source} does not apply to {', '.join(slim)}: the slim"
+            " base has no CUDA of its own, so its images always add the [and-cuda] wheels",
+            hint="select the images of the official bases, e.g. build.py build 2.21.0-gpu"
+            f" --cuda-source {request.cuda_source}",
+        )
+    if request.cuda_source:  # on the selected images only (catalog.with_cuda_source)
+        override = CudaSource(request.cuda_source)
+        images = [catalog.with_cuda_source(spec, image, override) for image in images]
+    # before anything is fetched or built: a base whose Python the runtime does not support
+    # would only fail at pip install, deep in the Docker build
+    specs.check_base_python(spec, {image.tensorflow for image in images})
+    if request.driver is not None:
+        refused = refuse_for_driver(spec, images, request.driver, request.force)
+        if refused:
+            log.error(
+                "refusing to build %s (driver %s cannot run them); --force builds them anyway",
+                ", ".join(i.name for i in refused),
+                request.driver,
+            )
+            return EXIT_FAILED
+    if request.dry_run:
+        return dry_run(spec, images, request)
+    return build_images(spec, images, request)
 
 
 def refuse_for_driver(
@@ -122,44 +116,17 @@ def refuse_for_driver(
     return [] if force else refused
 
 
-def iter_contexts(
+def _contexts(
     spec: specs.Spec, images: list[Image], root: Path
 ) -> Iterator[tuple[Image, context.Context]]:
-    """Assemble the build context of each image under root/<image name>, one at a time (an
-    image that adds NVIDIA's CUDA wheels has gigabytes of them); the runtime wheel is built once."""
-    lock = wheel_locks.load()
-    pins = [pin for image in images for pin in (*image.cuda_wheels, image.tf_keras) if pin]
-    if missing := [pin for pin in pins if pin not in lock.wheels]:
-        raise SpecError(
-            f"{wheel_locks.LOCK_NAME} has no entry for {', '.join(sorted(set(missing)))}",
-            hint="run `build.py lock` after changing and_cuda or tf_keras in images/matrix.yaml",
-        )
-    root.mkdir(parents=True, exist_ok=True)
-    wheel = context.build_runtime_wheel(root / ".runtime-wheel")
-    log.info("runtime wheel %s", wheel.name)
-    for image in images:
-        ctx = context.assemble(
-            image,
-            render.render_image(spec, image),
-            root / image.name,
-            runtime_wheel=wheel,
-            runtime_extras=list(spec.images.runtime_extras),
-            lock=lock,
-        )
-        log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
-        if image.cuda_wheels:
-            log.info(
-                "%s: %s; %.0f MiB unpacked",
-                image.name,
-                image.cuda.summary if image.cuda else "",
-                ctx.cuda_wheels_mib,
-            )
-        yield image, ctx
+    """Each image's build context (context.iter_contexts) with its rendered Dockerfile."""
+    dockerfile = functools.partial(render.render_image, spec)
+    return context.iter_contexts(images, root, dockerfile, spec.images.runtime_extras)
 
 
-def _registry(image: Image, options: BuildOptions) -> str:
+def _registry(image: Image, request: BuildRequest) -> str:
     """The registry the image's base is pulled from: its own, or --base-registry's mirror."""
-    return base_registry(image.base_registry, options.base_registry)
+    return base_registry(image.base_registry, request.base_registry)
 
 
 # the locked layers an image adds to its base, as `--dry-run` names them
@@ -176,7 +143,7 @@ def _capabilities(images: list[Image], engine_arch: str | None) -> dict[str, Any
     }
 
 
-def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
+def dry_run(spec: specs.Spec, images: list[Image], request: BuildRequest) -> int:
     """What `build` would do, judged on this machine (a dry run asks no engine: its own
     architecture and binfmt_misc say which platforms it can build); EXIT_FAILED if it cannot
     build one of them."""
@@ -196,9 +163,9 @@ def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int
                 "image": image.name,
                 "dockerfile": str(dockerfile),
                 "platform": image.platform,
-                "base": f"{_registry(image, options)}/{image.base_ref}",
-                "tags": image.tags(registry=options.registry),
-                "push": bool(options.push),
+                "base": f"{_registry(image, request)}/{image.base_ref}",
+                "tags": image.tags(registry=request.registry),
+                "push": bool(request.push),
                 "cuda": dict(image.cuda.detail),
                 # what it adds to its base, by layer, from the locks (the base's own size is not
                 # in them: `build` and `verify` measure it on the engine)
@@ -214,7 +181,7 @@ def dry_run(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int
                 "why": capability.how,
             }
         )
-    if options.as_json:
+    if request.json:
         print_json(rows)
     else:
         table(
@@ -376,13 +343,13 @@ def _build_one(
     client: Any,
     image: Image,
     ctx: context.Context,
-    options: BuildOptions,
+    request: BuildRequest,
     digests: base_lock.BaseDigests,
 ) -> Built:
     from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
     start = time.monotonic()
-    base_ref = f"{_registry(image, options)}/{image.base_ref}"
+    base_ref = f"{_registry(image, request)}/{image.base_ref}"
     base = docker_engine.local_image(client, base_ref)
     if base is None:
         log.warning(
@@ -399,19 +366,19 @@ def _build_one(
         base_digest=digests.digest(image, repo_digests) if image.base_locked else None,
         cuda_wheels_mib=ctx.cuda_wheels_mib if image.cuda_wheels else None,
     )
-    bargs["BASE_REGISTRY"] = _registry(image, options)
+    bargs["BASE_REGISTRY"] = _registry(image, request)
     if (pin := digests.pin()) is not None:
         bargs["BASE_PIN"] = pin
-    first = image.tags(registry=options.registry)[0]
+    first = image.tags(registry=request.registry)[0]
     image_id = docker_engine.build(
         client,
         ctx.path,
         label=image.name,
         tag=first,
         buildargs=bargs,
-        no_cache=options.no_cache,
+        no_cache=request.no_cache,
         platform=image.platform,
-        sent=_dropper(ctx, options),
+        sent=_dropper(ctx, request),
     )
     python = docker_engine.python_version(client, image_id)
     if python != image.base_python:
@@ -422,12 +389,12 @@ def _build_one(
             image.base_python,
             python,
         )
-    tags = image.tags(registry=options.registry, python=python)
+    tags = image.tags(registry=request.registry, python=python)
     for ref in tags:
         docker_engine.tag(client, image_id, ref)
     size = int(client.images.get(image_id).attrs.get("Size", 0))
     added = size - int(base.attrs.get("Size", 0)) if base is not None else None
-    if options.push:
+    if request.push:
         for ref in tags:
             docker_engine.push(client, ref)
     return Built(
@@ -443,15 +410,15 @@ def _build_one(
     )
 
 
-def _dropper(ctx: context.Context, options: BuildOptions) -> Callable[[], None] | None:
+def _dropper(ctx: context.Context, request: BuildRequest) -> Callable[[], None] | None:
     """A temporary context (gigabytes of wheels) is removed as soon as the engine holds it (before
     the steps write their layers: less disk at the build's peak); `--contexts` keeps them."""
-    if options.contexts is not None:
+    if request.contexts is not None:
         return None
     return lambda: shutil.rmtree(ctx.path)
 
 
-def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -> int:
+def build_images(spec: specs.Spec, images: list[Image], request: BuildRequest) -> int:
     """Build, tag (push, verify) each image for its platform, one context at a time; print the
     final table. Returns the exit status: EXIT_FAILED when the engine cannot build an image's
     platform (before anything is built), or an image is over its size budget or fails verify."""
@@ -462,18 +429,18 @@ def build_images(spec: specs.Spec, images: list[Image], options: BuildOptions) -
         return status
     # before any context: a base the lock lacks stops the build; one warning for unknown digests
     locked = [image for image in images if image.base_locked]
-    digests = base_lock.BaseDigests(base_lock.load(), locked, base_registry=options.base_registry)
+    digests = base_lock.BaseDigests(base_lock.load(), locked, base_registry=request.base_registry)
     for image in images:  # and a base the engine cannot get (offline, a typo of a mirror)
         docker_engine.refuse_unpullable(
-            client, image.name, f"{_registry(image, options)}/{image.base_ref}"
+            client, image.name, f"{_registry(image, request)}/{image.base_ref}"
         )
     results = []
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
-        for image, ctx in iter_contexts(spec, images, options.contexts or Path(tmp)):
-            results.append(_build_one(client, image, ctx, options, digests))
+        for image, ctx in _contexts(spec, images, request.contexts or Path(tmp)):
+            results.append(_build_one(client, image, ctx, request, digests))
 
-    status = report(results, as_json=options.as_json)
-    if options.verify:
+    status = report(results, as_json=request.json)
+    if request.verify:
         refs = [b.tags[0] for b in results]
         status = verify_images.verify_images(spec, client, refs, as_json=False) or status
     return status
