@@ -6,7 +6,7 @@ the selectors and the build read the record and never ask which file it came fro
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tfgpu_kit import cudagap, name_rules
@@ -341,21 +341,31 @@ def every_image(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Im
     return images(spec, cuda_source=cuda_source) + jetson_images(spec)
 
 
+def locked_wheels(
+    image: Image,
+    runtime_extras: Sequence[str],
+    cuda_lock: wheel_locks.Lock,
+    images_lock: wheel_locks.ImageLock,
+) -> wheel_locks.ImageWheels:
+    """The locked wheels `image` gets (wheel_locks.image_wheels: its set, CUDA wheels, tf-keras,
+    pip); SpecError when a lock lacks one of them."""
+    return wheel_locks.image_wheels(
+        cuda_lock,
+        images_lock,
+        image=image.name,
+        python=image.base_python,
+        packages=wheel_locks.image_packages(runtime_extras, image.pip),
+        cuda_pins=image.cuda_wheels,
+        tf_keras=image.tf_keras,
+        installs_tensorflow=image.slim,
+    )
+
+
 def locked_additions(
     spec: Spec, image: Image, cuda_lock: wheel_locks.Lock, images_lock: wheel_locks.ImageLock
 ) -> tuple[wheel_locks.Added, float | None]:
     """What `image` adds to its base by the locks (TensorFlow with its dependencies on the slim
-    base, the CUDA wheels, tf-keras), and its variant's budget in MiB for the rest (the kit's
-    layers); SpecError when a lock lacks the image's entries."""
-    locked_set = None
-    if image.slim:
-        packages = wheel_locks.image_packages(spec.images.runtime_extras, image.pip)
-        locked_set = wheel_locks.wheel_set(images_lock, image.base_python, packages, image.name)
-    try:
-        adds = wheel_locks.added(cuda_lock, locked_set, image.cuda_wheels, image.tf_keras)
-    except KeyError as exc:
-        raise SpecError(
-            f"{wheel_locks.LOCK_NAME} has no entry for {exc.args[0]} (image {image.name})",
-            hint="run `build.py lock`",
-        ) from None
-    return adds, image.budget_mib
+    base, the CUDA wheels, tf-keras), and its budget in MiB for the rest (the kit's layers; None:
+    it has none); SpecError when a lock lacks the image's entries."""
+    wheels = locked_wheels(image, spec.images.runtime_extras, cuda_lock, images_lock)
+    return wheels.added, image.budget_mib
