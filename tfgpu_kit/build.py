@@ -156,7 +156,6 @@ def dry_run(spec: specs.Spec, images: list[Image], request: BuildRequest) -> int
         adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
         dockerfile = render.dockerfile_path(render.DOCKERFILES_DIR, image).relative_to(ROOT)
         capability = capabilities[image.name]
-        assert image.cuda is not None  # every catalog row has it
         locked_mib = round(adds.total / BYTES_PER_MIB, 1)
         rows.append(
             {
@@ -191,7 +190,7 @@ def dry_run(spec: specs.Spec, images: list[Image], request: BuildRequest) -> int
                 [
                     f"{r['image']}\n{r['platform']}" + ("" if r["buildable"] else " (declined)"),
                     str(r["base"]),
-                    f"{image.cuda.source}: {image.cuda.summary}" if image.cuda else "",
+                    f"{image.cuda.source}: {image.cuda.summary}",
                     _adds_cell(r["adds_mib"]),
                     "\n".join(map(str, r["tags"])),
                 ]
@@ -253,13 +252,8 @@ class Built:
 TABLE_COLUMNS = ["image", "tags", "CUDA", "size", "added to base", "budget", "duration"]
 
 
-def _cuda(b: Built) -> catalog.Cuda:
-    assert b.image.cuda is not None  # every catalog row has it
-    return b.image.cuda
-
-
 def _cuda_cell(b: Built) -> str:
-    cuda = _cuda(b)
+    cuda = b.image.cuda
     cudnn = cuda.cudnn or "unknown"
     if cuda.wheels:
         return f"wheels: CUDA {cuda.cuda}, cuDNN {cudnn} ({mib(b.cuda_wheels_mib)} MiB)"
@@ -273,10 +267,10 @@ def json_rows(results: list[Built]) -> list[dict[str, object]]:
             "image": b.image.name,
             "id": b.image_id,
             "tags": b.tags,
-            "cuda_source": _cuda(b).source,
-            "cuda": _cuda(b).cuda,
-            "cudnn": _cuda(b).cudnn,
-            "cuda_wheels": list(_cuda(b).wheels),
+            "cuda_source": b.image.cuda.source,
+            "cuda": b.image.cuda.cuda,
+            "cudnn": b.image.cuda.cudnn,
+            "cuda_wheels": list(b.image.cuda.wheels),
             "cuda_wheels_mib": round(b.cuda_wheels_mib, 1),
             "tf_keras_mib": round(b.tf_keras_mib, 1),
             "tensorflow_mib": round(b.tensorflow_mib, 1),

@@ -53,10 +53,10 @@ class Image:
     base_python: str
     base_locked: bool  # images/bases.lock.yaml locks its base (pin, digest check): else no pin
     partials: tuple[str, ...]  # templates/partials/ the Dockerfile is made of, in order
+    cuda: Cuda  # where its CUDA libraries come from
     # what those partials read beyond `image` (the row's CUDA facts, recipe, slim base, entry)
     facts: Mapping[str, object] = field(compare=False, hash=False)
     cmd: tuple[str, ...] = ()
-    cuda: Cuda | None = None  # None only while a row is being made
     cuda_wheels: tuple[str, ...] = ()  # the NVIDIA CUDA wheels it adds (none: the base's CUDA)
     tf_keras: str | None = None  # `tf-keras==X.Y.Z` it carries (TensorFlow 2.16+), or none
     budget_mib: float | None = None  # what the kit's layers may add to the base; None: no budget
@@ -219,6 +219,7 @@ def images(spec: Spec, *, cuda_source: CudaSource | None = None) -> list[Image]:
                     "", apt=bool([*variant.apt, *offered.apt]), jupyter=bool(variant.jupyter)
                 ),
                 facts={},
+                cuda=_cuda(_gap(req, name)),
                 cmd=tuple(variant.cmd),
                 budget_mib=variant.max_added_mib,
                 variant=variant,
@@ -246,18 +247,26 @@ def _slim_requirements(
     return cudagap.requirements(spec, tensorflow, slim=True)
 
 
+def _gap(req: cudagap.Requirements, name: str) -> cudagap.Gap:
+    """The image's base against its TensorFlow; SpecError when bases.yaml has no such base."""
+    if req.gap is None:
+        raise SpecError(
+            f"bases.yaml describes no base of TensorFlow {req.tensorflow} (image {name})",
+            hint="add its recipe to images/bases.yaml",
+        )
+    return req.gap
+
+
+def _cuda(gap: cudagap.Gap) -> Cuda:
+    """What the build reports of an images.yaml image's CUDA: its Gap, in words and as data."""
+    detail = gap.as_json()
+    return Cuda(gap.source.value, str(gap.cuda), str(gap.cudnn), gap.wheels, gap.describe(), detail)
+
+
 def with_requirements(spec: Spec, image: Image, req: cudagap.Requirements) -> Image:
     """`image` of images.yaml with what its TensorFlow needs (`req`): where its CUDA comes from,
     the wheels it adds, its composite tag and the facts its partials read."""
-    gap = req.gap
-    if gap is None:
-        raise SpecError(
-            f"bases.yaml describes no base of TensorFlow {image.tensorflow} (image {image.name})",
-            hint="add its recipe to images/bases.yaml",
-        )
-    cuda = Cuda(
-        gap.source.value, str(gap.cuda), str(gap.cudnn), gap.wheels, gap.describe(), gap.as_json()
-    )
+    gap = _gap(req, image.name)
     facts = {
         "req": req,
         "gap": gap,
@@ -269,7 +278,7 @@ def with_requirements(spec: Spec, image: Image, req: cudagap.Requirements) -> Im
         image,
         req=req,
         gap=gap,
-        cuda=cuda,
+        cuda=_cuda(gap),
         cuda_wheels=gap.wheels,
         tf_keras=req.tf_keras,
         cuda_tag=f"{req.cuda.major}{req.cuda.minor}",

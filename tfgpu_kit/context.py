@@ -339,7 +339,7 @@ def iter_contexts(
             log.info(
                 "%s: %s; %.0f MiB unpacked",
                 image.name,
-                image.cuda.summary if image.cuda else "",
+                image.cuda.summary,
                 ctx.cuda_wheels_mib,
             )
         yield image, ctx
