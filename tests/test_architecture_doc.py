@@ -1,7 +1,7 @@
 """docs/architecture.md stays true: every module it names exists, and every module of the build
 side and the runtime is in its table of rooms (the fake driver's C sources apart: its package is
 one room); its floors are the layers of the import-linter contract (.importlinter, checked by
-`./kit lint`), every module of tfgpu_kit is on one, and there are at most 10. The runtime's tiers
+`./kit lint`), every module of tfgpu_kit is on one, and there are at most 9. The runtime's tiers
 and floors (at most 8, no circles) are its two contracts and the floors tools/import_floors.py
 counts from the imports."""
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 NAMED = re.compile(r"`((?:tfgpu_kit|entrypoint/src/tfgpu|fakegpu)/[\w/]*\.py)`")
 CONTRACT = ROOT / ".importlinter"
-MOST_FLOORS = 10  # issue 17
+MOST_FLOORS = 9  # the build side, build.py included (issue 32; issue 17 asked 10)
 
 
 def modules() -> set[str]:

@@ -19,11 +19,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu_kit.catalog import Image
+from tfgpu_kit.catalog import Image, locked_wheels
 from tfgpu_kit.errors import KitError, SpecError
 from tfgpu_kit.locks import lock_file, wheel_locks
 from tfgpu_kit.spec import ROOT
@@ -260,59 +260,86 @@ def assemble(
     if images_lock is None:
         images_lock = wheel_locks.load_images()
     python = image.base_python
-    packages = wheel_locks.image_packages(runtime_extras, image.pip)
-    locked = wheel_locks.wheel_set(images_lock, python, packages, image.name)
-    locked_pip = wheel_locks.pip_wheel(images_lock, python, image.name)
+    locked = locked_wheels(image, runtime_extras, lock, images_lock)
     if dest.exists():
         shutil.rmtree(dest)
     wheels = dest / "wheels"
     wheels.mkdir(parents=True)
     (dest / "Dockerfile").write_text(dockerfile_text, encoding="utf-8")
     shutil.copy2(runtime_wheel, wheels / runtime_wheel.name)
-    cuda_wheels = list(image.cuda_wheels)
-    # the image's own set (on the slim base TensorFlow with its dependencies) may take any wheel
-    # its base's glibc runs; the CUDA wheels are the manylinux2014 files their lock names
-    download(list(locked.wheels), python, wheels, platforms=IMAGE_WHEEL_PLATFORMS)
-    download(cuda_wheels, python, wheels)
-    # tf-keras's one dependency is TensorFlow, which the base has: fetched alone, so that the
-    # context does not carry a second TensorFlow (pip then finds it installed in the base)
-    tf_keras = [image.tf_keras] if image.tf_keras else []
-    download(tf_keras, python, wheels, deps=False)
-    for pin, entry in locked.wheels.items():
-        wheel_locks.verify_file(pin, entry, wheel_for(pin, wheels))
     pip_dir = dest / "pip-download"
-    download([locked_pip.pin], python, pip_dir)
-    pip_wheel = wheel_for(locked_pip.pin, pip_dir)
-    wheel_locks.verify_file(locked_pip.pin, locked_pip, pip_wheel)
-    shutil.move(str(pip_wheel), wheels / "pip.whl")
+    # One loop: each part downloaded (via the wheel cache) and every file checked against its
+    # lock. The image's own set may take any wheel its base's glibc runs; the CUDA wheels are the
+    # manylinux2014 files their lock names; tf-keras comes alone (its one dependency, TensorFlow,
+    # is the base's: the context must not carry a second one); pip goes aside, to be pip.whl.
+    parts = [
+        (locked.image_set, wheels, IMAGE_WHEEL_PLATFORMS, True),
+        (locked.cuda_wheels, wheels, WHEEL_PLATFORMS, True),
+        (locked.tf_keras, wheels, WHEEL_PLATFORMS, False),
+        ((locked.pip,), pip_dir, WHEEL_PLATFORMS, True),
+    ]
+    for files, into, platforms, deps in parts:
+        download([f.pin for f in files], python, into, platforms=platforms, deps=deps)
+        for wanted in files:
+            wheel_locks.verify(wanted, wheel_for(wanted.pin, into))
+    shutil.move(str(wheel_for(locked.pip.pin, pip_dir)), wheels / "pip.whl")
     shutil.rmtree(pip_dir)
     requirements = pins(wheels)
-    runtime_pin = pin_of(runtime_wheel)
-    known = {*locked.wheels, *cuda_wheels, *tf_keras, runtime_pin}
-    if unlocked := [p for p in requirements if _normalized_pin(p) not in known]:
-        raise SpecError(
-            f"{image.name}: its context holds wheels no lock names: {', '.join(unlocked)}",
-            hint="a locked package gained a dependency: run `build.py lock`",
-        )
-    # the CUDA wheels and tf-keras must be the locked bytes; their size is the image's extra budget
-    for pin in [*cuda_wheels, *tf_keras]:
-        wheel_locks.verify(lock, pin, wheel_for(pin, wheels))
-    # what it adds by the locks (on the slim base TensorFlow and its dependencies too)
-    adds = wheel_locks.added(lock, locked if image.slim else None, cuda_wheels, image.tf_keras)
     # Every line carries the wheel's sha256 and the image's pip step runs with --require-hashes,
     # so a wheel changed in the context after this check (a kept --contexts folder, bake's
     # .tfgpu-contexts) is refused at build time (issue 22). The locked wheels' hashes are the
     # locks' (verified above); the runtime wheel, built here, is hashed now.
-    hashes = {_normalized_pin(pin): entry.sha256 for pin, entry in locked.wheels.items()}
-    hashes.update(
-        {_normalized_pin(pin): lock.wheels[pin].sha256 for pin in [*cuda_wheels, *tf_keras]}
-    )
+    installed = [*locked.image_set, *locked.cuda_wheels, *locked.tf_keras]
+    hashes = {_normalized_pin(f.pin): f.sha256 for f in installed}
+    runtime_pin = pin_of(runtime_wheel)
     hashes[_normalized_pin(runtime_pin)] = lock_file.sha256(wheels / runtime_wheel.name)
+    if unlocked := [p for p in requirements if _normalized_pin(p) not in hashes]:
+        raise SpecError(
+            f"{image.name}: its context holds wheels no lock names: {', '.join(unlocked)}",
+            hint="a locked package gained a dependency: run `build.py lock`",
+        )
     lines = [f"{pin} --hash=sha256:{hashes[_normalized_pin(pin)]}" for pin in requirements]
     (wheels / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    adds = locked.added
     return Context(dest, requirements, adds.cuda_wheels, adds.tf_keras, adds.tensorflow)
 
 
 def _normalized_pin(pin: str) -> str:
     name, _, version = pin.partition("==")
     return f"{_normalized(name)}=={version}"
+
+
+def iter_contexts(
+    images: list[Image],
+    root: Path,
+    dockerfile: Callable[[Image], str],
+    runtime_extras: Sequence[str],
+) -> Iterator[tuple[Image, Context]]:
+    """Assemble the build context of each image under root/<image name>, one at a time (an
+    image that adds NVIDIA's CUDA wheels has gigabytes of them), with the Dockerfile text
+    `dockerfile` gives it (render.render_image); the runtime wheel is built once."""
+    lock, images_lock = wheel_locks.load(), wheel_locks.load_images()
+    for image in images:  # before any context: a lock that lacks an image's wheel stops it all
+        locked_wheels(image, runtime_extras, lock, images_lock)
+    root.mkdir(parents=True, exist_ok=True)
+    wheel = build_runtime_wheel(root / ".runtime-wheel")
+    log.info("runtime wheel %s", wheel.name)
+    for image in images:
+        ctx = assemble(
+            image,
+            dockerfile(image),
+            root / image.name,
+            runtime_wheel=wheel,
+            runtime_extras=list(runtime_extras),
+            lock=lock,
+            images_lock=images_lock,
+        )
+        log.info("%s: context %s (%s)", image.name, ctx.path, ", ".join(ctx.requirements))
+        if image.cuda_wheels:
+            log.info(
+                "%s: %s; %.0f MiB unpacked",
+                image.name,
+                image.cuda.summary,
+                ctx.cuda_wheels_mib,
+            )
+        yield image, ctx

@@ -1,5 +1,5 @@
 """Building, tagging and pushing images with the Docker SDK, streaming the build's steps to stderr,
-and whether the engine can run arm64 build steps (the Jetson images).
+and whether the engine can run an image's platform's build steps (natively, or under QEMU).
 
 A failed step stops with that step's output (DockerError), never a traceback; an unreachable engine
 is a DockerError saying so."""
@@ -22,9 +22,13 @@ from tfgpu_kit.log import stderr
 log = logging.getLogger(__name__)
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
-# the handler names QEMU's own scripts and tonistiigi/binfmt register for aarch64
-BINFMT_AARCH64 = ("qemu-aarch64", "qemu-aarch64-static")
-ARM64_MACHINES = ("aarch64", "arm64")
+# per platform: the engine architectures (`docker info` Architecture, `uname -m`) that run it
+# natively, and the binfmt_misc handlers QEMU's own scripts and tonistiigi/binfmt register for it
+MACHINES = {"linux/amd64": ("x86_64", "amd64"), "linux/arm64": ("aarch64", "arm64")}
+BINFMT_HANDLERS = {
+    "linux/amd64": ("qemu-x86_64", "qemu-x86_64-static"),
+    "linux/arm64": ("qemu-aarch64", "qemu-aarch64-static"),
+}
 _BASE_HINT = (
     "the base image is neither local nor pullable: pass a mirror with "
     "--base-registry MIRROR, or `docker pull`/`docker load` the base first"
@@ -203,7 +207,7 @@ def python_version(c: Any, image_id: str) -> str:
     return bytes(out).decode().strip()
 
 
-# --- can this engine build arm64? ----------------------------------------------------------------
+# --- can this engine build for the image's platform? ---------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -212,13 +216,17 @@ class Capability:
     how: str  # "native", "emulated", or why not
 
 
-def arm64_capability(engine_arch: str | None, binfmt_dir: Path = BINFMT_DIR) -> Capability:
-    """Whether the Docker engine can run arm64 build steps: natively when it runs on arm64 (its
-    `docker info` Architecture), or under QEMU when the kernel has an enabled aarch64 binfmt_misc
-    handler (the build's RUN steps execute arm64 binaries)."""
-    if engine_arch is not None and engine_arch.lower() in ARM64_MACHINES:
+def platform_capability(
+    platform: str, engine_arch: str | None, binfmt_dir: Path = BINFMT_DIR
+) -> Capability:
+    """Whether the Docker engine can run `platform`'s build steps (linux/amd64, linux/arm64):
+    natively when it runs on that architecture (its `docker info` Architecture), or under QEMU
+    when the kernel has an enabled binfmt_misc handler for it (the build's RUN steps execute
+    that architecture's binaries)."""
+    if engine_arch is not None and engine_arch.lower() in MACHINES.get(platform, ()):
         return Capability(True, "native")
-    for name in BINFMT_AARCH64:
+    handlers = BINFMT_HANDLERS.get(platform, ())
+    for name in handlers:
         handler = binfmt_dir / name
         try:
             text = handler.read_text(encoding="utf-8", errors="replace")
@@ -227,15 +235,22 @@ def arm64_capability(engine_arch: str | None, binfmt_dir: Path = BINFMT_DIR) -> 
         if text.splitlines()[:1] == ["enabled"]:
             return Capability(True, f"emulated (binfmt_misc handler {handler})")
     where = engine_arch or "an unknown architecture"
-    registered = "is not mounted" if not binfmt_dir.is_dir() else "has no enabled qemu-aarch64"
+    arch = platform.rsplit("/", 1)[-1]
+    handler_name = handlers[0] if handlers else f"{arch} emulation"
+    registered = "is not mounted" if not binfmt_dir.is_dir() else f"has no enabled {handler_name}"
     return Capability(
         False,
-        f"the Docker engine runs on {where} and cannot run arm64 build steps: {binfmt_dir}"
-        f" {registered} handler (no QEMU emulation). Build on a Jetson or another arm64 host,"
-        " or register QEMU's handler (e.g. `docker run --privileged --rm tonistiigi/binfmt"
-        " --install arm64`); `build.py bake` writes the target with platforms"
-        ' ["linux/arm64"] for a builder that can',
+        f"the Docker engine runs on {where} and cannot run {arch} build steps: {binfmt_dir}"
+        f" {registered} handler (no QEMU emulation). Build on an {arch} host (for arm64: a"
+        f" Jetson), or register QEMU's handler (e.g. `docker run --privileged --rm"
+        f" tonistiigi/binfmt --install {arch}`); `build.py bake` writes the target with"
+        f' platforms ["{platform}"] for a builder that can',
     )
+
+
+def arm64_capability(engine_arch: str | None, binfmt_dir: Path = BINFMT_DIR) -> Capability:
+    """Whether the engine can run linux/arm64 build steps (platform_capability)."""
+    return platform_capability("linux/arm64", engine_arch, binfmt_dir)
 
 
 def engine_arch(c: Any) -> str | None:

@@ -1,19 +1,25 @@
-"""Rendering one Dockerfile per image from templates/ (Jinja2, StrictUndefined), and checking that
-the committed files under dockerfiles/ (dockerfiles/l4t/ for the Jetson images) are up to date."""
+"""`build.py render`: one Dockerfile per image from templates/ (Jinja2, StrictUndefined), written
+under one folder (dockerfiles/; dockerfiles/l4t/ for images/l4t.yaml's), or compared with what is
+there (--check)."""
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
-from tfgpu_kit import templating
+from tfgpu_kit import catalog, templating
+from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import JETSON, Image
-from tfgpu_kit.errors import SpecError
+from tfgpu_kit.errors import EXIT_FAILED, SpecError, UsageError
 from tfgpu_kit.locks import base_lock
 from tfgpu_kit.spec import ROOT, Spec, control_characters
+
+log = logging.getLogger(__name__)
 
 TEMPLATES_DIR = ROOT / "templates"
 DOCKERFILES_DIR = ROOT / "dockerfiles"
@@ -39,11 +45,8 @@ def environment() -> jinja2.Environment:
 
 
 def dockerfile_path(out: Path, image: Image) -> Path:
-    # the Jetson images in a folder of their own: each folder's leftovers name their spec file
-    return out / (JETSON if image.jetson else "") / image.name / "Dockerfile"
-
-
-NO_WHEELS = {"wheels": ()}  # a Jetson image's `gap` in the shared partials: no CUDA wheels added
+    # l4t.yaml's images in a folder of their own: each folder's leftovers name their spec file
+    return out / image.folder / image.name / "Dockerfile"
 
 
 def locked_digest(image: Image, lock: base_lock.BaseLock | None = None) -> str | None:
@@ -61,23 +64,14 @@ def render_image(
     lock: base_lock.BaseLock | None = None,
 ) -> str:
     env = env or environment()
-    shared = {"image": image, "user": spec.images.user, "cmd_json": json.dumps(image.cmd)}
     try:
-        template = env.get_template("Dockerfile.j2")
-        if image.jetson:  # the l4t-* partials: JetPack's CUDA, no wheels, no base lock
-            return template.render(
-                jetson=image.jetson, gap=NO_WHEELS, unpinned_apt=False, slim_base=None, **shared
-            )
-        official = image.official
-        return template.render(
-            req=official.req,
-            gap=official.gap,
-            recipe=None if image.slim else spec.base_recipe(image.tensorflow),
-            slim_base=spec.bases.slim if image.slim else None,
-            jupyter=official.variant.jupyter,
+        return env.get_template("Dockerfile.j2").render(
+            image=image,
+            user=spec.images.user,
+            cmd_json=json.dumps(list(image.cmd)),
             unpinned_apt=any("=" not in package for package in image.apt),
-            base_digest=locked_digest(image, lock),
-            **shared,
+            base_digest=locked_digest(image, lock) if image.base_locked else None,
+            **image.facts,
         )
     except jinja2.TemplateError as exc:
         where = (
@@ -130,3 +124,36 @@ def stale(rendered: list[Rendered], out: Path = DOCKERFILES_DIR) -> list[str]:
                 if path not in expected
             ]
     return problems
+
+
+def render_or_check(out_arg: Path, *, check: bool) -> int:
+    """`build.py render [--out DIR] [--check]`: EXIT_FAILED when --check finds a stale file."""
+    spec = specs.load()
+    out: Path = out_arg.resolve()
+    if out == specs.ROOT:
+        # one folder per image next to build.py: never what was meant
+        raise UsageError(
+            f"--out {str(out_arg)!r} is the checkout itself: accepted: a folder for the "
+            "Dockerfiles; example: --out dockerfiles"
+        )
+    if check and not out.is_dir():
+        # not N "missing" files: the folder to compare with is not there
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(out_arg))
+    rendered = render_all(spec, catalog.every_image(spec), out)
+    if check:
+        problems = stale(rendered, out)
+        for problem in problems:
+            print(problem)
+        if problems:
+            log.error(
+                "%d generated file(s) out of date: run `./kit render` and commit",
+                len(problems),
+            )
+            return EXIT_FAILED
+        log.info("%d Dockerfiles up to date", len(rendered))
+        return 0
+    written = write(rendered)
+    for path in written:
+        print(path)
+    log.info("%d Dockerfiles rendered, %d changed", len(rendered), len(written))
+    return 0

@@ -1,8 +1,8 @@
 """Selecting images on the command line: `2.21.0-gpu`, `2.21-gpu-jupyter`, `2.21.0` (all variants),
 `2.21` (all variants of 2.21.x), `gpu` (a variant, every version), `latest-gpu`, or a regex
-`re:^2\\.2` matched against the image name (`2.21.0-gpu`), or `all`. The Jetson images of
-images/l4t.yaml are selected by `l4t` or one of their tags (`2.11-l4t-r35-arm64`) only: `all`, a
-version or a regex keep selecting images.yaml's."""
+`re:^2\\.2` matched against the image name (`2.21.0-gpu`), or `all`. Each image names the words
+that select it (catalog.Image.selected_by): images/l4t.yaml's are selected by `l4t` or one of their
+tags (`2.11-l4t-r35-arm64`) only: `all`, a version or a regex keep selecting images.yaml's."""
 
 from __future__ import annotations
 
@@ -13,23 +13,13 @@ from tfgpu_kit.errors import UsageError
 
 
 def _matches(image: Image, selector: str) -> bool:
-    if image.jetson:
-        tags = {tag.split(":", 1)[1] for tag in image.tags()}
-        return selector == image.variant_name or selector in tags
+    """A word the image is selected by (its tags among them), or `all` and `re:` for those
+    `all` covers (Image.in_all: images.yaml's)."""
     if selector.startswith("re:"):
-        return re.search(selector[3:], image.name) is not None
+        return image.in_all and re.search(selector[3:], image.name) is not None
     if selector == "all":
-        return True
-    names = {
-        image.name,
-        f"{image.short_version}-{image.variant_name}",
-        image.tensorflow,
-        image.short_version,
-        image.variant_name,
-    }
-    if image.newest:
-        names |= {f"latest-{image.variant_name}", "latest"}
-    return selector in names
+        return image.in_all
+    return selector in image.selected_by
 
 
 def select(

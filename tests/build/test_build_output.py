@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import catalog, docker_engine, spec
-from tfgpu_kit import image_builds as build
+from tfgpu_kit import build, build_args, catalog, docker_engine, spec
 from tfgpu_kit.errors import EXIT_FAILED, DockerError
 
 SPEC = spec.load()
@@ -188,13 +187,13 @@ def test_report_prints_and_checks_the_size_budget(
     ],
 )
 def test_source_label_is_a_url_or_unknown(remote: str | None, url: str | None) -> None:
-    assert build.source_url(remote) == url
+    assert build_args.source_url(remote) == url
 
 
 def test_buildargs_never_label_a_local_path(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = {("rev-parse", "HEAD"): "c0ffee", ("remote", "get-url", "origin"): "/home/dev/tfgpu"}
-    monkeypatch.setattr(build, "_git", lambda *command: answers.get(command))
-    args = build.buildargs(base_digest=None)
+    monkeypatch.setattr(build_args, "_git", lambda *command: answers.get(command))
+    args = build_args.buildargs(base_digest=None)
     assert args["TFGPU_SOURCE"] == "unknown" and args["TFGPU_REVISION"] == "c0ffee"
 
 

@@ -102,7 +102,7 @@ def _image(
         req = cudagap.requirements(SPEC, "2.21.0", override=spec.CudaSource.BASE)
     if not tf_keras:
         req = dataclasses.replace(req, tf_keras=None)
-    return dataclasses.replace(image, req=req, version_pip=version_pip)
+    return dataclasses.replace(catalog.with_requirements(SPEC, image, req), version_pip=version_pip)
 
 
 def _wheel_name(pin: str) -> str:

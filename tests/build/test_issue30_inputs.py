@@ -11,7 +11,7 @@ import docker.errors
 import pytest
 
 import fakegpu
-from tfgpu_kit import cli, docker_engine, image_builds
+from tfgpu_kit import cli, context, docker_engine
 
 
 def kit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -81,6 +81,9 @@ class _OfflineImages:
 class _OfflineEngine:
     images = _OfflineImages()
 
+    def info(self) -> dict[str, str]:  # the engine runs on x86-64: it builds linux/amd64
+        return {"Architecture": "x86_64"}
+
 
 def test_an_offline_build_stops_before_assembling_any_context(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -92,7 +95,7 @@ def test_an_offline_build_stops_before_assembling_any_context(
         raise AssertionError("a context was assembled")
 
     monkeypatch.setattr(docker_engine, "client", _OfflineEngine)
-    monkeypatch.setattr(image_builds, "iter_contexts", no_context)
+    monkeypatch.setattr(context, "iter_contexts", no_context)
     code, _, err = kit(capsys, "build", "2.21.0-gpu")
     assert code == 4, err
     assert (

@@ -47,7 +47,10 @@ def test_the_spec_reads_l4t_yaml_and_the_catalog_lists_its_images_last() -> None
     every = catalog.every_image(SPEC)
     assert every == catalog.images(SPEC) + IMAGES
     assert all(i.platform == "linux/arm64" and i.variant_name == "l4t" for i in IMAGES)
-    assert all(i.platform is None and i.jetson is None for i in catalog.images(SPEC))
+    assert all(i.platform == "linux/amd64" and i.jetson is None for i in catalog.images(SPEC))
+    # one record for both files: l4t.yaml's rows name their own partials and have no base lock
+    assert all(i.partials == catalog.partials("l4t-", apt=False, jupyter=False) for i in IMAGES)
+    assert not any(i.base_locked or i.in_all or i.budget_mib for i in IMAGES)
     # JetPack brings the CUDA: no NVIDIA wheels, no tf-keras (its TensorFlow 2.11 has Keras 2)
     assert all(i.cuda_wheels == () and i.tf_keras is None and i.pip == [] for i in IMAGES)
 
@@ -154,21 +157,37 @@ def test_bake_without_selectors_writes_the_l4t_group_too() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["l4t", "2.21.0-gpu"], "build the L4T (arm64) images in a call of their own"),
-        (["l4t", "--driver", "535.104.05"], "--driver, --verify and --cuda-source apply to"),
-        (["l4t", "--cuda-source", "base"], "--driver, --verify and --cuda-source apply to"),
-    ],
+    "args", [["l4t", "--driver", "535.104.05"], ["l4t", "2.21.0-gpu", "--cuda-source", "base"]]
 )
-def test_l4t_builds_are_refused_mixed_or_with_x86_flags(args: list[str], message: str) -> None:
+def test_driver_and_cuda_source_are_refused_for_images_without_matrix_requirements(
+    args: list[str],
+) -> None:
+    """JetPack brings their CUDA: there is nothing of matrix.yaml to judge a driver by or change."""
     result = subprocess.run(
         [sys.executable, "build.py", "build", "--dry-run", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    assert f"{args[-2]} does not apply to 2.11.0-l4t-r35.2.1-arm64" in result.stderr
+
+
+def test_one_call_can_build_images_of_both_files_each_for_its_platform() -> None:
+    """One build path: a dry run of an x86 image and the L4T one together, each with its platform
+    and whether this machine's engine can build it."""
+    result = subprocess.run(
+        [sys.executable, "build.py", "build", "--dry-run", "--json", "2.21.0-gpu", "l4t"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    rows = {row["image"]: row for row in json.loads(result.stdout)}
+    assert rows["2.21.0-gpu"]["platform"] == "linux/amd64"
+    assert rows["2.11.0-l4t-r35.2.1-arm64"]["platform"] == "linux/arm64"
+    capability = docker_engine.arm64_capability(docker_engine.machine_arch())
+    assert rows["2.11.0-l4t-r35.2.1-arm64"]["buildable"] is capability.can
+    assert result.returncode == (0 if capability.can else 1), result.stderr
 
 
 # --- where arm64 can be built --------------------------------------------------------------------
@@ -208,7 +227,7 @@ def test_build_declines_l4t_here_or_builds_it(tmp_path: Path) -> None:
     )
     capability = docker_engine.arm64_capability(docker_engine.machine_arch())
     rows = json.loads(result.stdout)
-    assert [row["name"] for row in rows] == [i.name for i in IMAGES]
+    assert [row["image"] for row in rows] == [i.name for i in IMAGES]
     if capability.can:
         assert result.returncode == 0 and all(row["buildable"] for row in rows)
     else:

@@ -92,7 +92,9 @@ def test_hadolint_every_rendered_dockerfile(image: catalog.Image) -> None:
 def test_extra_apt_and_pip_packages_render_and_lint(tmp_path: Path, apt: list[str]) -> None:
     image = IMAGES[0]
     variant = image.variant.model_copy(update={"apt": apt, "pip": ["requests==2.32.3"]})
-    text = render.render_image(SPEC, dataclasses.replace(image, variant=variant))
+    # the record names the apt partial when it has packages (catalog.partials)
+    with_apt = catalog.partials("", apt=True, jupyter=False)
+    text = render.render_image(SPEC, dataclasses.replace(image, variant=variant, partials=with_apt))
     assert "apt-get install -y --no-install-recommends" in text
     assert "rm -rf /var/lib/apt/lists/*" in text
     assert ("hadolint ignore=DL3008" in text) == any("=" not in p for p in apt)

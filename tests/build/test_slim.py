@@ -118,7 +118,8 @@ def test_the_slim_context_counts_tensorflow_in_the_budget(
 ) -> None:
     """TensorFlow's set is fetched with the wide platforms (its 2.21 wheel is manylinux_2_27)
     and its locked unpacked size is the image's to add; the CUDA wheels keep theirs."""
-    image = dataclasses.replace(SLIM, req=dataclasses.replace(SLIM.req, tf_keras=None))  # type: ignore[arg-type]
+    assert SLIM.req is not None
+    image = catalog.with_requirements(SPEC, SLIM, dataclasses.replace(SLIM.req, tf_keras=None))
     pins = ["nvidia-ml-py==13.615.71", "prometheus-client==0.26.0", "tensorflow==2.21.0"]
     images_lock = _image_lock(sorted(image.pip + EXTRAS), pins)
     sized = {

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tfgpu_kit import cli, image_builds
+from tfgpu_kit import build_args, cli
 
 SECRET = "glpat-SECRET0123"
 
@@ -35,7 +35,7 @@ SECRET = "glpat-SECRET0123"
     ],
 )
 def test_source_url_keeps_no_userinfo(remote: str, url: str | None) -> None:
-    result = image_builds.source_url(remote)
+    result = build_args.source_url(remote)
     assert result == url
     assert SECRET not in (result or "")
 
@@ -45,7 +45,7 @@ def test_bake_prints_no_token(
 ) -> None:
     origin = f"https://gitlab-ci-token:{SECRET}@gitlab.example.com/ml/tfgpu.git"
     answers = {("rev-parse", "HEAD"): "c0ffee", ("remote", "get-url", "origin"): origin}
-    monkeypatch.setattr(image_builds, "_git", lambda *command: answers.get(command))
+    monkeypatch.setattr(build_args, "_git", lambda *command: answers.get(command))
     assert cli.main(["bake", "2.21.0-gpu"]) == 0
     captured = capsys.readouterr()
     assert SECRET not in captured.out + captured.err

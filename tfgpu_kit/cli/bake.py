@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tfgpu_kit import bake_request
+from tfgpu_kit import bake
 from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.flag_values import path_flag
 
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return bake_request.write_bake_file(request(bake_request.BakeRequest, args))
+    return bake.write_bake_file(request(bake.BakeRequest, args))
 
 
 COMMAND = Command("bake", HELP, DESCRIPTION, add_arguments, run)

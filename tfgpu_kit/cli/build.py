@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import build_request
+from tfgpu_kit import build
 from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
@@ -13,8 +13,9 @@ HELP = "build tagged images (Docker SDK); --dry-run shows what would be built"
 DESCRIPTION = """Build the selected images (default: the newest version, every variant; `all` for
 every image). SELECTORS: 2.21.0-gpu, 2.21-gpu-jupyter, 2.21.0 (every variant), 2.21, gpu
 (a variant), latest-gpu, all, or a regex re:^2\\.2 on the image name; `l4t` (or an L4T image's
-name or tag) selects the Jetson images of images/l4t.yaml instead (arm64; built where the engine
-can run arm64, else declined with the reason and exit 1).
+name or tag) selects the Jetson images of images/l4t.yaml (arm64). Each image is built for its
+own platform where the engine can run it (natively or under QEMU), else the call is declined with
+the reason and exit 1 before anything is built.
 Tags: REPO:2.21.0-gpu, REPO:2.21-gpu, REPO:latest-gpu (newest only), REPO:2.21.0-gpu-py311-cu125.
 The base is used as it is when it exists locally (never pulled then); --base-registry replaces the
 registry part of FROM (a mirror, or the test stand-ins)."""
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return build_request.build(request(build_request.BuildRequest, args))
+    return build.build(request(build.BuildRequest, args))
 
 
 COMMAND = Command("build", HELP, DESCRIPTION, add_arguments, run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import driver_report
+from tfgpu_kit import driver_check
 from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
 
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return driver_report.report(
+    return driver_check.report(
         specs.load(),
         driver_text=args.driver,
         tensorflow=args.tf,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import dockerfiles_folder, render
+from tfgpu_kit import render
 from tfgpu_kit.cli.command import Command
 from tfgpu_kit.flag_values import path_flag
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return dockerfiles_folder.render_or_check(args.out, check=args.check)
+    return render.render_or_check(args.out, check=args.check)
 
 
 COMMAND = Command("render", HELP, DESCRIPTION, add_arguments, run)

@@ -57,6 +57,8 @@ def _size_budget(
         log.warning("%s: size budget not checked: its base %s is not in the engine", ref, base)
         return []
     adds, kit_mib = catalog.locked_additions(spec, image, cuda_lock, images_lock)
+    if kit_mib is None:  # the image's record sets no budget
+        return []
     added = observed.size - base_size
     budget = adds.total + kit_mib * BYTES_PER_MIB
     detail = (
