@@ -13,7 +13,6 @@ own parser for every index, so the TF_CONFIG each pod will build is checked here
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 import yaml
 from tfgpu.settings import parse_environment
 
-from tests.scale.helpers import errors, plan_json
+from tests.scale.helpers import errors, plan_json, validate_job_templates
 from tfgpu_kit import cli
 
 SCHEMA = Path(__file__).with_name("jobset_v1alpha2_schema.json")
@@ -81,13 +80,7 @@ def _validate(doc: dict[str, Any]) -> list[str]:
     if doc["kind"] == "JobSet":
         jsonschema.validate(doc, JOBSET_SCHEMA)
         (replicated,) = doc["spec"]["replicatedJobs"]
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "x"},
-            "spec": copy.deepcopy(replicated["template"]["spec"]),
-        }
-        return [str(kubernetes_validate.validate(job, v, strict=True)) for v in VERSIONS]
+        return validate_job_templates([replicated], VERSIONS)
     if doc["kind"] == "PodMonitor":
         return []
     return [str(kubernetes_validate.validate(doc, v, strict=True)) for v in VERSIONS]

@@ -12,7 +12,6 @@ JobSet and Indexed Job naming rules (tfgpu_kit/k8s_workers.py cites them).
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.scale.helpers import errors, plan_json
+from tests.scale.helpers import errors, plan_json, validate_job_templates
 from tests.scale.test_k8s_multiworker import JOBSET_SCHEMA
 from tfgpu_kit import cli
 
@@ -41,15 +40,7 @@ def validate(doc: dict[str, Any]) -> None:
         return  # test_k8s_render.py validates it against its CRD's structural schema
     if doc["kind"] == "JobSet":
         jsonschema.validate(doc, JOBSET_SCHEMA)
-        for replicated in doc["spec"]["replicatedJobs"]:
-            job = {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": "x"},
-                "spec": copy.deepcopy(replicated["template"]["spec"]),
-            }
-            for version in VERSIONS:
-                kubernetes_validate.validate(job, version, strict=True)
+        validate_job_templates(doc["spec"]["replicatedJobs"], VERSIONS)
         return
     for version in VERSIONS:
         kubernetes_validate.validate(doc, version, strict=True)

@@ -13,7 +13,6 @@ jobset.go syncPodNetwork at that commit: `<trainJob>-<replicatedJob>-<replica>-<
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 import yaml
 from tfgpu.settings import parse_environment
 
+from tests.scale.helpers import validate_job_templates
 from tests.scale.test_k8s_multiworker import _strict
 from tfgpu_kit import cli
 
@@ -50,15 +50,7 @@ def render(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[dict[str, A
 def validate(runtime: dict[str, Any], trainjob: dict[str, Any]) -> None:
     jsonschema.validate(runtime, RUNTIME_SCHEMA)
     jsonschema.validate(trainjob, TRAINJOB_SCHEMA)
-    for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "x"},
-            "spec": copy.deepcopy(replicated["template"]["spec"]),
-        }
-        for version in VERSIONS:
-            kubernetes_validate.validate(job, version, strict=True)
+    validate_job_templates(runtime["spec"]["template"]["spec"]["replicatedJobs"], VERSIONS)
 
 
 def test_the_strict_schemas_refuse_an_unknown_field(capsys: pytest.CaptureFixture[str]) -> None:
