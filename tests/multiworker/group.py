@@ -111,32 +111,52 @@ class Group:
         started = []
         for index in range(rendered.workers) if indices is None else indices:
             env = {**rendered.env, "JOB_COMPLETION_INDEX": str(index), **(extra_env or {})}
-            api = self.client.api
-            networking = api.create_networking_config(
-                {self.network: api.create_endpoint_config(aliases=[rendered.alias(index)])}
-            )
-            created = api.create_container(
+            worker = self.start_container(
                 image,
+                index=index,
+                alias=rendered.alias(index),
                 command=["python", f"{SCRIPT_DIR}/mw_train.py", *args],
                 environment=env,
-                host_config=api.create_host_config(
-                    binds={
-                        str(HERE): {"bind": SCRIPT_DIR, "mode": "ro"},
-                        self.volume: {"bind": CHECKPOINTS, "mode": "rw"},
-                    },
-                    network_mode=self.network,
-                    shm_size="256m",
-                ),
-                networking_config=networking,
                 name=f"mw-{uuid.uuid4().hex[:8]}-{index}",
+                binds={self.volume: {"bind": CHECKPOINTS, "mode": "rw"}},
             )
-            container = self.client.containers.get(created["Id"])
-            t0 = time.time()
-            container.start()
-            worker = Worker(index, container, t0)
-            self.workers.append(worker)
             started.append(worker)
         return started
+
+    def start_container(
+        self,
+        image: str,
+        *,
+        index: int,
+        alias: str,
+        command: list[str],
+        environment: Mapping[str, str],
+        name: str,
+        binds: Mapping[str, dict[str, str]] | None = None,
+    ) -> Worker:
+        """One task's container on the group's network under its pod's DNS name, the test
+        scripts mounted read-only (and `binds`), started and tracked for removal."""
+        api = self.client.api
+        created = api.create_container(
+            image,
+            command=command,
+            environment=dict(environment),
+            host_config=api.create_host_config(
+                binds={str(HERE): {"bind": SCRIPT_DIR, "mode": "ro"}, **(binds or {})},
+                network_mode=self.network,
+                shm_size="256m",
+            ),
+            networking_config=api.create_networking_config(
+                {self.network: api.create_endpoint_config(aliases=[alias])}
+            ),
+            name=name,
+        )
+        container = self.client.containers.get(created["Id"])
+        t0 = time.time()
+        container.start()
+        worker = Worker(index, container, t0)
+        self.workers.append(worker)
+        return worker
 
     def remove(self, workers: list[Worker]) -> None:
         for worker in workers:

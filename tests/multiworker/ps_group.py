@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.multiworker.group import HERE, IMAGE_FOR_RENDER, SCRIPT_DIR, Group, Worker
+from tests.multiworker.group import IMAGE_FOR_RENDER, SCRIPT_DIR, Group, Worker
 from tfgpu_kit import cli
 
 JOBSET = "tfgpu-train"
@@ -64,28 +64,14 @@ def start_task(
     env: dict[str, str],
     extra_env: Mapping[str, str] | None = None,
 ) -> Worker:
-    api = g.client.api
-    networking = api.create_networking_config(
-        {g.network: api.create_endpoint_config(aliases=[alias(role, index)])}
-    )
-    created = api.create_container(
+    return g.start_container(
         image,
+        index=index,
+        alias=alias(role, index),
         command=command,
         environment={**env, "JOB_COMPLETION_INDEX": str(index), **(extra_env or {})},
-        host_config=api.create_host_config(
-            binds={str(HERE): {"bind": SCRIPT_DIR, "mode": "ro"}},
-            network_mode=g.network,
-            shm_size="256m",
-        ),
-        networking_config=networking,
         name=f"ps-{uuid.uuid4().hex[:8]}-{role}-{index}",
     )
-    container = g.client.containers.get(created["Id"])
-    t0 = time.time()
-    container.start()
-    task = Worker(index, container, t0)
-    g.workers.append(task)
-    return task
 
 
 def start_cluster(
