@@ -7,7 +7,8 @@ import it lazily), argparse (only `--help` and the other sub-commands), json, ty
 importlib.util/metadata, warnings (os.execvpe's PATH search imports it), __future__ (the
 statement `from __future__ import annotations` imports it: the run path quotes its annotations),
 tfgpu.recovery_rule and tfgpu.tf_config (they import `re`: only when one of their variables is
-set), `show`/`check`; as PID 1, contextlib and `signal`'s enums.
+set), `show`/`check`; tfgpu.interpreter (its probe: only for a command that starts Python); as
+PID 1, contextlib and `signal`'s enums.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ NOT_ON_THE_RUN_PATH = (
     "tfgpu.libs",
     "tfgpu.home",
     "tfgpu.shm",
+    "tfgpu.interpreter",  # the probe: only for a command that starts Python
     "tensorflow",
 )
 # As the image's console script starts it (`import sys; from tfgpu.cli import main`), not
@@ -125,6 +127,13 @@ def test_run_imports_only_what_its_path_needs(extra: dict[str, str]) -> None:
     assert r.returncode == 0, r.stderr
     assert "tfgpu.run" in imported and "tfgpu.preflight" in imported  # the probe sees them
     assert sorted(imported & set(NOT_ON_THE_RUN_PATH)) == []
+
+
+def test_a_python_command_is_still_probed_for_the_hook() -> None:
+    """tfgpu.interpreter is deferred, not skipped: a command that starts Python gets its probe."""
+    r, imported = imports_of_run(sys.executable, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    assert "tfgpu.interpreter" in imported
 
 
 def test_as_pid1_run_imports_no_contextlib_nor_enum() -> None:

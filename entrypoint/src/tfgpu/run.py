@@ -9,8 +9,8 @@ non-Python TensorFlow programs; Python processes get the rest through the hook.
 import os
 import sys
 
-from tfgpu import interpreter, is_disabled
-from tfgpu.command_path import candidates, exec_command, which
+from tfgpu import is_disabled
+from tfgpu.command_path import candidates, exec_command, python_of, which
 from tfgpu.errors import ConfigError, GpuUnavailableError, HookMissingError, printable
 from tfgpu.settings import parse_environment
 
@@ -109,9 +109,11 @@ def check_interpreter(command: "List[str]", env: "Mapping[str, str]") -> None:
     interpreter (~20 ms) for one that is."""
     if is_disabled(env):
         return
-    python = interpreter.python_of(command, env)
+    python = python_of(command, env)
     if python is None or not parse_environment(env).require_hook:
         return
+    from tfgpu import interpreter  # ~0.2 ms (-X importtime): only a Python command is probed
+
     found = interpreter.probe(python, env)
     if found is not None and found.unhooked_tensorflow:
         raise HookMissingError(interpreter.refusal(python, found))
