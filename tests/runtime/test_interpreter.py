@@ -1,7 +1,7 @@
-"""`tfgpu run` and the Python it starts (tfgpu.interpreter): a Python that imports TensorFlow
-without the hook is refused (exit 78) unless TF_GPU_REQUIRE_HOOK=false; the interpreter is asked,
-not guessed. Real interpreters: .venv's (hook installed), a venv of its own without the hook that
-sees .venv's TensorFlow, `python -S`."""
+"""`tfgpu run` and the Python it starts (tfgpu.command_path.python_of finds it, tfgpu.interpreter
+asks it): a Python that imports TensorFlow without the hook is refused (exit 78) unless
+TF_GPU_REQUIRE_HOOK=false; the interpreter is asked, not guessed. Real interpreters: .venv's (hook
+installed), a venv of its own without the hook that sees .venv's TensorFlow, `python -S`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tfgpu import interpreter
+from tfgpu.command_path import python_of
 
 from tests.runtime.conftest import SRC, clean_env
 
@@ -62,7 +63,7 @@ def run(command: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
 def test_the_interpreter_options_are_read_as_python_reads_them(
     command: list[str], expected: list[str]
 ) -> None:
-    found = interpreter.python_of(command, {"PATH": os.path.dirname(sys.executable)})
+    found = python_of(command, {"PATH": os.path.dirname(sys.executable)})
     assert found is not None and found[1:] == expected
 
 
@@ -76,15 +77,15 @@ def test_scripts_are_followed_to_their_python_and_others_are_not(tmp_path: Path)
     shell.write_text("#!/bin/sh\npython3 x\n")
     for p in (direct, via_env, shell):
         p.chmod(0o755)
-    assert interpreter.python_of(["direct"], env) == [sys.executable, "-u"]
-    found = interpreter.python_of([str(via_env)], env)
+    assert python_of(["direct"], env) == [sys.executable, "-u"]
+    found = python_of([str(via_env)], env)
     assert (
         found is not None
         and os.path.basename(found[0]).startswith("python3")
         and found[1:] == ["-s"]
     )
-    assert interpreter.python_of(["shell"], env) is None  # what a shell runs later is not known
-    assert interpreter.python_of(["true"], {"PATH": "/usr/bin:/bin"}) is None
+    assert python_of(["shell"], env) is None  # what a shell runs later is not known
+    assert python_of(["true"], {"PATH": "/usr/bin:/bin"}) is None
 
 
 def test_the_probe_asks_the_interpreter(own_venv: Path) -> None:

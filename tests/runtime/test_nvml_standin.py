@@ -4,6 +4,7 @@ of `pynvml` (NOT a driver; no GPU was used)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from tfgpu import nvml
@@ -108,6 +109,43 @@ def test_required_with_a_driver_but_zero_gpus_exits_69_with_the_reason(
     from tfgpu import run
 
     monkeypatch.setattr(nvml, "query", lambda: report)
+    marker = tmp_path / "ran"
+    assert run.run(["touch", str(marker)], environ) == 69
+    err = capsys.readouterr().err
+    assert f"TF_GPU_REQUIRED=true, but no usable GPU: {reason}" in err
+    assert "nothing was started" in err and not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("report", "reason"),
+    [
+        # a GPU in sight: only now is the TensorFlow build read (tfgpu.tfbuild, imported here)
+        (standin_pynvml([A10], driver="560.28.03"), "the installed TensorFlow is a CPU-only build"),
+        # a driver too old for the image's CUDA (tfgpu.driver, imported only with a driver)
+        (standin_pynvml([A10], driver="470.82.01"), "the NVIDIA driver is too old"),
+    ],
+    ids=["cpu-only-build", "old-driver"],
+)
+def test_run_still_reads_the_build_and_the_driver_it_imports_on_demand(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    report: ModuleType,
+    reason: str,
+) -> None:
+    """`tfgpu run` imports tfgpu.tfbuild and tfgpu.driver only when preflight needs them (start-up
+    time): with TF_GPU_REQUIRED=true and a GPU, each still decides (.venv's TensorFlow is
+    tensorflow-cpu), and the command never starts."""
+    from tfgpu import run
+
+    environ = {"TF_GPU_REQUIRED": "true", "PATH": "/usr/bin:/bin", **IMAGE}
+    found = nvml.query(report)
+    monkeypatch.setattr(nvml, "query", lambda: found)
+
+    def started(command: list[str], env: object) -> None:
+        raise AssertionError(f"the command started: {command}")  # not this test process's exec
+
+    monkeypatch.setattr(run, "exec_command", started)
     marker = tmp_path / "ran"
     assert run.run(["touch", str(marker)], environ) == 69
     err = capsys.readouterr().err

@@ -7,11 +7,14 @@ import it lazily), argparse (only `--help` and the other sub-commands), json, ty
 importlib.util/metadata, warnings (os.execvpe's PATH search imports it), __future__ (the
 statement `from __future__ import annotations` imports it: the run path quotes its annotations),
 tfgpu.recovery_rule and tfgpu.tf_config (they import `re`: only when one of their variables is
-set), `show`/`check`; as PID 1, contextlib and `signal`'s enums.
+set), `show`/`check`; tfgpu.interpreter (its probe: only for a command that starts Python),
+tfgpu.tfbuild (only TF_GPU_REQUIRED=true with a GPU in sight) and tfgpu.driver (only with a
+driver); as PID 1, contextlib and `signal`'s enums.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +25,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from tfgpu import recovery_rule, settings, tf_config
+from tfgpu import nvml, recovery_rule, settings, tf_config
 from tfgpu.driver import version_tuple
 from tfgpu.errors import ConfigError
 from tfgpu.settings import (
@@ -58,8 +61,12 @@ NOT_ON_THE_RUN_PATH = (
     "tfgpu.libs",
     "tfgpu.home",
     "tfgpu.shm",
+    "tfgpu.interpreter",  # the probe: only for a command that starts Python
+    "tfgpu.tfbuild",  # only for TF_GPU_REQUIRED=true with a GPU in sight
     "tensorflow",
 )
+# Read only where NVML reports a driver (none on the hosts that run these tests: no marker).
+NOT_WITHOUT_A_DRIVER = () if any(map(os.path.exists, nvml.DRIVER_MARKERS)) else ("tfgpu.driver",)
 # As the image's console script starts it (`import sys; from tfgpu.cli import main`), not
 # through `-m`, whose runpy imports importlib.util and functools before tfgpu does.
 CONSOLE_SCRIPT = "import sys; from tfgpu.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -124,7 +131,14 @@ def test_run_imports_only_what_its_path_needs(extra: dict[str, str]) -> None:
     r, imported = imports_of_run("true", **extra)
     assert r.returncode == 0, r.stderr
     assert "tfgpu.run" in imported and "tfgpu.preflight" in imported  # the probe sees them
-    assert sorted(imported & set(NOT_ON_THE_RUN_PATH)) == []
+    assert sorted(imported & {*NOT_ON_THE_RUN_PATH, *NOT_WITHOUT_A_DRIVER}) == []
+
+
+def test_a_python_command_is_still_probed_for_the_hook() -> None:
+    """tfgpu.interpreter is deferred, not skipped: a command that starts Python gets its probe."""
+    r, imported = imports_of_run(sys.executable, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    assert "tfgpu.interpreter" in imported
 
 
 def test_as_pid1_run_imports_no_contextlib_nor_enum() -> None:

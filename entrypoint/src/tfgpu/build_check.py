@@ -27,7 +27,7 @@ import os
 import sys
 
 from tfgpu import image_record, interpreter, is_disabled, libs, pins, tfbuild
-from tfgpu.command_path import which
+from tfgpu.command_path import python_of, which
 from tfgpu.errors import EXIT_BROKEN, EXIT_OK, ConfigError
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
@@ -197,7 +197,7 @@ def check_interpreters(
     ]
     seen = set()
     for command in candidates:
-        python = interpreter.python_of(command, environ) or command
+        python = python_of(command, environ) or command
         found = interpreter.probe(python, environ)
         shown = " ".join(python)
         if found is None:

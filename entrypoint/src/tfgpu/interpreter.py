@@ -1,4 +1,5 @@
-"""Which Python a command runs, and whether that Python loads the tfgpu hook.
+"""Whether the Python a command runs loads the tfgpu hook, asked of that Python itself (which
+Python a command runs is tfgpu.command_path.python_of's answer).
 
 The hook is a .pth file in the image's site directory. A Python that skips `site` (`python -S`), a
 virtual environment created without `--system-site-packages`, or a second Python never reads it:
@@ -11,8 +12,6 @@ re-implementing site.py's rules, which differ between venvs, flags and Python ve
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 import os
 import sys
-
-from tfgpu.command_path import which
 
 TYPE_CHECKING = False  # not `from typing import …`: `tfgpu run` imports this for Python commands
 if TYPE_CHECKING:
@@ -52,90 +51,6 @@ def hook_pth() -> "Optional[str]":
         if os.path.exists(path):
             return path
     return None
-
-
-def _is_python(path: str) -> bool:
-    base = os.path.basename(path)
-    if not base.startswith("python"):
-        return False
-    rest = base[len("python") :]
-    return all(c.isdigit() or c == "." for c in rest) and not rest.startswith(".")
-
-
-def _options(args: "List[str]") -> "List[str]":
-    """The interpreter's options before its program (`-c`, `-m`, a script or `-`), as python
-    parses them: short options combine (`-Su`), `-W`/`-X` take a value, attached or next."""
-    out: List[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-", "--") or not arg.startswith("-"):
-            break
-        if arg.startswith("--"):  # --check-hash-based-pycs MODE, --help…: keep as given
-            out.append(arg)
-            if arg == "--check-hash-based-pycs" and i + 1 < len(args):
-                out.append(args[i + 1])
-                i += 1
-            i += 1
-            continue
-        for j, letter in enumerate(arg[1:], start=1):
-            if letter in "cm":  # the program starts here: keep the options before it
-                if j > 1:
-                    out.append(arg[:j])
-                return out
-            if letter in "WX":  # the rest is the value, else the next argument is
-                out.append(arg)
-                if j == len(arg) - 1 and i + 1 < len(args):
-                    out.append(args[i + 1])
-                    i += 1
-                break
-        else:
-            out.append(arg)
-        i += 1
-    return out
-
-
-def _shebang(path: str) -> "Optional[List[str]]":
-    """`#!/usr/bin/python3 -u` → ['/usr/bin/python3', '-u']; None for a binary or no shebang."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return None
-    if not head.startswith(b"#!"):
-        return None
-    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-    return line.split() or None
-
-
-def python_of(command: "List[str]", environ: "Mapping[str, str]") -> "Optional[List[str]]":
-    """The interpreter and its options that `command` starts, when it starts Python directly
-    (`python3 -S train.py`, a script or console script whose shebang names Python, also through
-    `/usr/bin/env`); None for anything else (a shell, a binary): what a shell runs later is not
-    known here."""
-    if not command:
-        return None
-    path = which(command[0], environ)
-    if path is None:
-        return None
-    if _is_python(path):
-        return [path, *_options(command[1:])]
-    words = _shebang(path)
-    if not words:
-        return None
-    if os.path.basename(words[0]) == "env":
-        words = words[1:]
-        while words and words[0].startswith("-"):  # env's own options: `env -S python3 -u`
-            words = words[1:]
-        if not words:
-            return None
-        found = which(words[0], environ)
-        if found is None:
-            return None
-        words = [found, *words[1:]]
-    if not _is_python(words[0]):
-        return None
-    return [words[0], *_options(words[1:])]
 
 
 class Probe:

@@ -9,7 +9,6 @@ Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableEr
 # No `from __future__ import annotations` (it imports `__future__`: ~0.4 ms of `tfgpu run`).
 from tfgpu import gpu_report, nvml
 from tfgpu.device_plan import make_plan
-from tfgpu.driver import check_driver
 from tfgpu.errors import GpuUnavailableError
 from tfgpu.problems import ERROR, WARNING, Problem
 
@@ -67,6 +66,8 @@ def run_preflight(
 
     no_gpu = why_no_gpu(report, settings, gpus)
     if report.found and report.driver_version:
+        from tfgpu.driver import check_driver  # ~0.15 ms (-X importtime): with a driver only
+
         problems += check_driver(report.driver_version, settings.image, [g for g in report.gpus])
     driver_unusable = any(p.severity == ERROR for p in problems)
     if settings.required:
