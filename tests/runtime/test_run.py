@@ -294,6 +294,58 @@ def test_pid1_forks_and_exits_with_the_childs_code() -> None:
     assert int(r.stdout.strip()) != 1  # tfgpu stayed PID 1, the command is its child
 
 
+def test_pid1_still_says_everything_before_it_leaves() -> None:
+    """As PID 1, tfgpu leaves without the interpreter's finalisation (tfgpu.pid1.exit_as_init):
+    its summary still reaches stderr whole, and the command's code is the exit code."""
+    _pid1_available()
+    r = subprocess.run(
+        [*UNSHARE, *TFGPU, "run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
+        env=env(TF_GPU_MEMORY_GROWTH="true"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 3, r.stderr
+    assert r.stdout == "out\n"
+    assert r.stderr.startswith("tfgpu: memory growth on (environment)\n")
+    assert r.stderr.endswith("err\n")
+
+
+EXIT_AS_INIT = """
+import sys
+from tfgpu.pid1 import exit_as_init
+sys.stdout.write("no newline, still buffered")
+sys.stderr.write("nor here")
+code = exit_as_init(7)
+sys.stderr.write(f"returned {code}")  # never: exit_as_init left
+"""
+
+
+def test_exit_as_init_flushes_then_leaves_with_the_code() -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", EXIT_AS_INIT],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (7, "no newline, still buffered", "nor here")
+
+
+def test_exit_as_init_returns_when_a_stream_cannot_be_flushed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Then the interpreter's own exit reports it (exit 120 for stdout), as it did before."""
+    from tfgpu import pid1
+
+    class Broken:
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Broken())
+    assert pid1.exit_as_init(5) == 5
+
+
 def test_pid1_forwards_sigterm_and_reports_signal_death() -> None:
     _pid1_available()
     for command, expected, output in (

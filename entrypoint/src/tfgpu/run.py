@@ -155,9 +155,9 @@ def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> 
         _say("nothing was started")
         return e.exit_code
     if os.getpid() == 1:
-        from tfgpu.pid1 import run_as_init  # only as PID 1: ~1.1 ms (-X importtime)
+        from tfgpu.pid1 import exit_as_init, run_as_init  # only as PID 1: ~1.1 ms (-X importtime)
 
-        return run_as_init(command, env)
+        return exit_as_init(run_as_init(command, env))
     try:
         exec_command(command, env)
     except OSError as e:
