@@ -4,9 +4,16 @@
   are skipped with the reason. With `CI=true` an unreachable engine is an
   *error* in every such test, never a skip, and a run in which no `docker` test
   passed fails: a green CI run means the container tests ran.
-- The CUDA 11.8 images' module runs before every other test, so that its stand-ins and images,
-  removed when it ends (tests/kit_images.py), never share the disk with the 2.21 family; the
-  summary gives the run's lowest free disk space (tests/disk_watch.py).
+- `./kit test` runs on two pytest-xdist workers (pyproject.toml: `-n 2`), for time, with the
+  suite's own scheduler (tests/xdist_groups.py): the container tests of the 2.21 family share
+  session fixtures (stand-ins, images, the compose stack) and run as one group on one worker; the
+  CUDA 11.8 images' module and the arm64 module build images of their own and run as a group
+  each, beside it on the other worker, with the tests that need no engine. Builds and prunes on
+  the one engine are kept apart by tests/engine_lock.py. The summary gives the run's lowest free
+  disk space (tests/disk_watch.py): the CUDA 11.8 family (~13 GB, removed when its module ends)
+  now shares the disk with the 2.21 family's first builds.
+- Run on one process (`-n 0`), the CUDA 11.8 module runs before every other test, so that its
+  stand-ins and images never share the disk with the 2.21 family.
 - At the end, one line per test group (directory under tests/, and the `docker`
   marker) says what ran, so the CI log shows it, and a group with test files of
   which nothing was collected is named. Under CI=true, in a whole-suite run (no paths given),
@@ -22,6 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.logging import RichHandler
@@ -35,12 +43,18 @@ if str(ROOT) not in sys.path:
 # The stand-in bases and the kit's images, built once per run for tests/containers and tests/gpu.
 pytest_plugins = ["tests.kit_images"]
 
+from tests import xdist_groups  # noqa: E402
 from tests.ci_policy import ci_or_skip, in_ci  # noqa: E402 (needs the sys.path line above)
 from tests.disk_watch import DiskWatch, default_paths  # noqa: E402
+from tests.gpu import report as claims_report  # noqa: E402
 
-# The module whose images are removed when it ends; it runs first (see the docstring).
+# The module whose images are removed when it ends; it runs first on one process (docstring).
 FIRST = "tests/gpu/test_cuda11_images.py"
 _watch: list[DiskWatch] = []
+# What each xdist worker handed over of its GPU claims (tests/gpu/report.py)
+_gpu_claims: list[str] = []
+# On the xdist controller: the file in which the workers write each test's group
+_groups_file: list[str] = []
 
 
 @pytest.fixture(autouse=True)
@@ -90,9 +104,36 @@ def engine_problem() -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # a stable sort: the first module's tests keep their order, and so do the others
+def _worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _worker(config):
+        # each test's group, for the controller's scheduler (tests/xdist_groups.py)
+        groups = xdist_groups.order(items)
+        if path := config.workerinput.get(xdist_groups.KEY):  # type: ignore[attr-defined]
+            xdist_groups.write(path, groups)
+        return
+    # one process: a stable sort, the first module's tests keep their order, and so do the others
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST + "::"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """On the xdist controller, for each worker: where to write its tests' groups."""
+    if not _groups_file:
+        _groups_file.append(xdist_groups.new_groups_file())
+    node.workerinput[xdist_groups.KEY] = _groups_file[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The suite's scheduler, whatever --dist says: its groups keep the shared images on one
+    worker (tests/xdist_groups.py)."""
+    if not _groups_file:
+        _groups_file.append(xdist_groups.new_groups_file())
+    return xdist_groups.GroupScheduling(config, log, groups_file=_groups_file[0])
 
 
 def _docker_root() -> str | None:
@@ -108,11 +149,36 @@ def _docker_root() -> str | None:
         client.close()
 
 
+def _watch_disk() -> None:
+    watch = DiskWatch(default_paths(_docker_root()))
+    watch.start()
+    _watch.append(watch)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
+    # on one process; under xdist the controller watches (below), not each worker
+    if _worker(session.config):
+        return
     if any(item.get_closest_marker("docker") for item in session.items):
-        watch = DiskWatch(default_paths(_docker_root()))
-        watch.start()
-        _watch.append(watch)
+        _watch_disk()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """On the xdist controller, which collects nothing itself: what each worker collected (the
+    same on every worker) for the groups' summary, and the disk watch when containers run."""
+    _collected.update(_group(nodeid) for nodeid in ids)
+    # the worker wrote its groups before it sent its collection: any group means containers
+    if not _watch and _groups_file and Path(_groups_file[0]).read_text().strip("{} \n"):
+        _watch_disk()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the controller: a worker's GPU claims, for the one gpu-report.json."""
+    handed = getattr(node, "workeroutput", {}).get(claims_report.KEY)
+    if handed:
+        _gpu_claims.append(handed)
 
 
 def pytest_runtest_logstart(nodeid: str) -> None:
@@ -167,6 +233,8 @@ def _groups_not_collected() -> list[str]:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
+    if _worker(config):
+        return
     for watch in _watch:
         watch.stop()
         terminalreporter.section("disk: the run's lowest free space")
@@ -187,6 +255,12 @@ def pytest_terminal_summary(
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _worker(session.config):
+        return  # the controller judges the whole run
+    if _gpu_claims:
+        claims_report.write_merged(_gpu_claims)
+    for path in _groups_file:
+        Path(path).unlink(missing_ok=True)
     if not in_ci() or exitstatus != 0:
         return
     # A CI run whose container tests were all deselected or skipped is not green.
@@ -198,3 +272,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         where = ", ".join(f"tests/{g}" for g in missing)
         print(f"\nCI=true but pytest collected nothing in: {where}.")
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    pass

@@ -19,6 +19,7 @@ free space."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests import engine_lock
 from tests.base_standins import (
     CUDA11,
     CUDA11_STANDINS,
@@ -54,6 +56,8 @@ CUDA11_VERSIONS = CUDA11.tf_versions  # ("2.14.0", "2.15.0")
 # its own registry prefix so that it never replaces the good image's tags.
 BROKEN_REGISTRY = "tfgpu-broken.local"
 KIT_BROKEN = f"{BROKEN_REGISTRY}/{KIT_REPO}:{VERSION}-gpu"
+# Where _kit_build(keep_builder=True) keeps a build's builder stage (tagged: no prune drops it)
+KEPT_BUILDER = "tfgpu-test.local/kept-builder"
 
 
 COMPOSE_MISSING = "neither `docker compose` nor `docker-compose` is installed"
@@ -71,15 +75,18 @@ def compose_command() -> list[str] | None:
 
 
 def build_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """`python build.py ARGS…` from the checkout, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """`python build.py ARGS…` from the checkout, as a user runs it; a `build` holds
+    engine_lock.building() (no prune by the other worker meanwhile)."""
+    lock = engine_lock.building() if args[:1] == ("build",) else contextlib.nullcontext()
+    with lock:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "build.py"), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
 
 def _progress(message: str) -> None:
@@ -98,7 +105,8 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def standins(docker_client: docker.DockerClient) -> list[Result]:
     """Build the stand-in bases, or reuse them when their inputs have not changed."""
     t0 = time.monotonic()
-    results = build_all(CUDA12_STANDINS)
+    with engine_lock.standins(), engine_lock.building():
+        results = build_all(CUDA12_STANDINS)
     _progress(f"stand-ins ready in {time.monotonic() - t0:.0f}s")
     return results
 
@@ -108,7 +116,8 @@ def cuda11_standins(docker_client: docker.DockerClient) -> Iterator[list[Result]
     """The stand-ins of the CUDA 11.8 bases (2.14.0-gpu, 2.15.0-gpu), built or reused; removed
     when the module that uses them ends (see the module's docstring: disk)."""
     t0 = time.monotonic()
-    results = build_all(CUDA11_STANDINS)
+    with engine_lock.standins(), engine_lock.building():
+        results = build_all(CUDA11_STANDINS)
     _progress(f"CUDA 11.8 stand-ins ready in {time.monotonic() - t0:.0f}s")
     yield results
     # the TensorFlow stand-ins before the CUDA base they are built FROM
@@ -133,29 +142,51 @@ def _drop(client: docker.DockerClient, refs: list[str]) -> None:
     _progress(f"removed {', '.join(refs)}: {freed / 2**30:.1f} GiB freed")
 
 
-def _kit_build(image: str, *args: str) -> None:
+def _kit_build(image: str, *args: str, keep_builder: bool = False) -> None:
     """`build.py build IMAGE ARGS…`: one image per command, so that the builder stage it leaves
-    (several GB) is dropped before the next image is built."""
+    (several GB) is dropped before the next image is built; unless `keep_builder`: then the
+    dangling images the build made (its builder stage) are kept under KEPT_BUILDER's tags, so a
+    rebuild of the same image is all cache hits, until `release_kept_builders()`."""
     args = (image, *args)
-    t0 = time.monotonic()
-    proc = build_py("build", *args)
-    assert proc.returncode == 0, (
-        f"build.py build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    )
-    _progress(f"build.py build {' '.join(args)}: {time.monotonic() - t0:.0f}s")
     client = docker.from_env()
     try:
+        before = {i.id for i in client.images.list(filters={"dangling": True})}
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            before.add(client.images.get(f"{KIT_REPO}:{image}").id)  # what the build replaces
+        t0 = time.monotonic()
+        proc = build_py("build", *args)
+        command = f"build.py build {' '.join(args)}"
+        output = f"{proc.stdout}\n{proc.stderr}"
+        assert proc.returncode == 0, f"{command} exited {proc.returncode}\n{output}"
+        _progress(f"{command}: {time.monotonic() - t0:.0f}s")
+        if keep_builder:
+            with engine_lock.pruning():  # no build mid-way: what is dangling now is finished
+                made = [i for i in client.images.list(filters={"dangling": True})
+                        if i.id not in before]  # fmt: skip
+                for n, kept in enumerate(made):
+                    kept.tag(KEPT_BUILDER, str(n))
+            _progress(f"kept {len(made)} dangling image(s) of the build as {KEPT_BUILDER}:N")
         freed = _prune_dangling(client)
     finally:
         client.close()
     _progress(f"dropped the images this build replaced: {freed / 2**30:.1f} GiB")
 
 
+def release_kept_builders(client: docker.DockerClient) -> None:
+    """Drop what `_kit_build(keep_builder=True)` kept (its tags, then the layers)."""
+    for image in client.images.list(name=KEPT_BUILDER):
+        for tag in image.tags:
+            client.images.remove(tag, force=True)
+    freed = _prune_dangling(client)
+    _progress(f"released the kept builder stages: {freed / 2**30:.1f} GiB")
+
+
 def _prune_dangling(client: docker.DockerClient) -> int:
     """Drop the dangling images, the bytes freed: a rebuilt image's predecessor (~3 GB with the
     CUDA wheels) and a build's builder stage (~5 GB), which ran the CUDA 11.8 builds out of disk.
     The builds of this session are sequential, so none is half-built."""
-    return int(client.images.prune(filters={"dangling": True}).get("SpaceReclaimed") or 0)
+    with engine_lock.pruning():  # not while the other worker builds (tests/engine_lock.py)
+        return int(client.images.prune(filters={"dangling": True}).get("SpaceReclaimed") or 0)
 
 
 @pytest.fixture(scope="session")
@@ -168,14 +199,18 @@ def kit_images(standins: list[Result]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def slim_image(kit_images: dict[str, str]) -> str:
+def slim_image(kit_images: dict[str, str], docker_client: docker.DockerClient) -> Iterator[str]:
     """The kit's 2.21 gpu-slim image, built on the stand-in of its Python base (after the
-    repaired images, which the size comparison needs too)."""
+    repaired images, which the size comparison needs too). Its builder stage is kept for the
+    session: tests/gpu/test_derived_images.py publishes the image with `build.py build --push`,
+    which is then all cache hits instead of a second run of stage 1 (~5 min)."""
     t0 = time.monotonic()
-    build_all(SLIM_STANDINS)
+    with engine_lock.standins(), engine_lock.building():
+        build_all(SLIM_STANDINS)
     _progress(f"slim stand-in ready in {time.monotonic() - t0:.0f}s")
-    _kit_build(f"{VERSION}-gpu-slim", "--base-registry", REGISTRY)
-    return KIT_SLIM
+    _kit_build(f"{VERSION}-gpu-slim", "--base-registry", REGISTRY, keep_builder=True)
+    yield KIT_SLIM
+    release_kept_builders(docker_client)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,8 @@ pytest_plugins = ["pytester"]
 POLICY = Path(__file__).with_name("conftest.py")
 CI_POLICY = Path(__file__).with_name("ci_policy.py")  # the conftest's helpers, copied with it
 DISK_WATCH = Path(__file__).with_name("disk_watch.py")
+GPU_REPORT = Path(__file__).with_name("gpu") / "report.py"
+XDIST_GROUPS = Path(__file__).with_name("xdist_groups.py")
 NO_ENGINE = "unix:///nonexistent.sock"
 
 INI = """\
@@ -48,6 +50,9 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     (pytester.path / "tests" / "conftest.py").write_text(POLICY.read_text())
     (pytester.path / "tests" / "ci_policy.py").write_text(CI_POLICY.read_text())
     (pytester.path / "tests" / "disk_watch.py").write_text(DISK_WATCH.read_text())
+    (pytester.path / "tests" / "xdist_groups.py").write_text(XDIST_GROUPS.read_text())
+    (pytester.path / "tests" / "gpu").mkdir()
+    (pytester.path / "tests" / "gpu" / "report.py").write_text(GPU_REPORT.read_text())
     # the plugin the real conftest loads (the image fixtures): none is used by this tiny suite
     (pytester.path / "tests" / "kit_images.py").write_text('"""No fixtures needed here."""\n')
     for group, source in (("containers", DOCKER_TEST), ("unit", PLAIN_TEST)):
@@ -65,16 +70,26 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", *args, timeout=60)
 
 
+# The policy holds on one process and as `./kit test` runs (pyproject.toml): on two xdist workers,
+# where the controller, which collects nothing, judges the run from the workers' reports.
+WORKERS = pytest.mark.parametrize(
+    "workers",
+    [[], ["-p", "xdist.plugin", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]],
+    ids=["one-process", "two-xdist-workers"],
+)
+
+
+@WORKERS
 def test_ci_makes_a_docker_test_an_error_without_an_engine(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
 ) -> None:
     monkeypatch.setenv("CI", "true")
-    result = run(suite)
+    result = run(suite, *workers)
     result.assert_outcomes(passed=1, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "ERROR tests/containers/test_containers.py::test_needs_an_engine - Failed: "
+            "ERROR tests/containers/test_containers.py::test_needs_an_engine* - Failed: "
             "CI=true: no Docker engine answers (*); container tests must run in CI",
         ]
     )
@@ -96,11 +111,15 @@ def test_without_ci_a_docker_test_is_skipped_with_the_reason(suite: pytest.Pytes
     [["-m", "not docker"], ["tests/unit"]],
     ids=["deselected-by-marker", "unit-path-only"],
 )
+@WORKERS
 def test_ci_fails_a_run_in_which_no_docker_test_passed(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, selection: list[str]
+    suite: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    selection: list[str],
+    workers: list[str],
 ) -> None:
     monkeypatch.setenv("CI", "true")
-    result = run(suite, *selection)
+    result = run(suite, *selection, *workers)
     result.assert_outcomes(passed=1)  # every test that ran passed …
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # … and the run still fails
     result.stdout.fnmatch_lines(
@@ -109,8 +128,9 @@ def test_ci_fails_a_run_in_which_no_docker_test_passed(
     assert "marker:docker" not in result.stdout.str()  # no empty summary line for it
 
 
+@WORKERS
 def test_ci_fails_a_whole_suite_run_with_a_directory_collected_from_nothing(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
 ) -> None:
     """tests/build is in pytest's default norecursedirs: its tests are silently not
     collected, the case this policy was written for (pyproject.toml now overrides
@@ -120,7 +140,7 @@ def test_ci_fails_a_whole_suite_run_with_a_directory_collected_from_nothing(
     (suite.path / "tests" / "containers" / "test_containers.py").unlink()
     (suite.path / "tests" / "containers" / "test_other.py").write_text(PLAIN_TEST)
     monkeypatch.setenv("CI", "true")
-    result = run(suite)
+    result = run(suite, *workers)
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["CI=true but pytest collected nothing in: tests/build."])
@@ -128,5 +148,5 @@ def test_ci_fails_a_whole_suite_run_with_a_directory_collected_from_nothing(
         ["*build: NOT COLLECTED (tests/build has test files, pytest found none)"]
     )
     # A run given paths is not the whole suite: tests/build is then not required.
-    partial = run(suite, "tests/unit", "tests/containers")
+    partial = run(suite, "tests/unit", "tests/containers", *workers)
     assert "collected nothing" not in partial.stdout.str()

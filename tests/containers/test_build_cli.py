@@ -12,6 +12,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests import engine_lock
 from tests.base_standins import Result
 from tfgpu_kit import spec as specs
 from tfgpu_kit.locks import wheel_locks
@@ -39,8 +40,9 @@ def test_build_command_end_to_end_on_the_standin(
                "--base-registry", "tfgpu-standin.local", "--registry", E2E_REGISTRY]  # fmt: skip
     env = {**os.environ, "NO_COLOR": "1"}
     try:
-        result = subprocess.run([*command, "--json"], cwd=root, capture_output=True, text=True,
-                                env=env, timeout=900)  # fmt: skip
+        with engine_lock.building():  # no prune by the other worker meanwhile
+            result = subprocess.run([*command, "--json"], cwd=root, capture_output=True,
+                                    text=True, env=env, timeout=900)  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         assert "2.17.0-gpu Step 1/" in result.stderr
         assert "Traceback" not in result.stderr
@@ -58,8 +60,9 @@ def test_build_command_end_to_end_on_the_standin(
         assert row["size_mib"] > 0 and row["seconds"] >= 0
         assert client.images.get(row["tags"][0]).id == row["id"]
         # the people's version: the same image in a table on stdout (the build cache makes it quick)
-        table = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env,
-                               timeout=900)  # fmt: skip
+        with engine_lock.building():
+            table = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env,
+                                   timeout=900)  # fmt: skip
         assert table.returncode == 0, table.stderr[-3000:]
         assert "built" in table.stdout and "added to base" in table.stdout
         assert f"{E2E_REGISTRY}/tfgpu/tensorflow:2.17-gpu" in table.stdout

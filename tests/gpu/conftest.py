@@ -6,10 +6,8 @@ need what only a real card shows and are skipped, with that reason, on the fake 
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,14 +15,16 @@ from typing import Any
 import docker
 import pytest
 
+from tests.gpu import report as claims_report
 from tests.gpu.harness import CARD, GpuHost, real_gpu_present
-from tests.kit_images import KIT_GPU, KIT_OLDER, ROOT
+from tests.kit_images import KIT_GPU, KIT_OLDER
 
-REPORT = ROOT / "gpu-report.json"
 _claims: dict[str, dict[str, Any]] = {}
 _context: dict[str, Any] = {}
 
 
+# tryfirst: the `docker` mark is on the item before tests/conftest.py reads it (the test's group)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
@@ -126,12 +126,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not _claims:
         return
-    report = {
-        **_context,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "claims": [{"test": nodeid, **entry} for nodeid, entry in _claims.items()],
-    }
-    REPORT.write_text(json.dumps(report, indent=2) + "\n")
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller writes one report of all
+        workeroutput[claims_report.KEY] = claims_report.handed_over(_context, _claims)
+        return
+    claims_report.write(_context, _claims)
 
 
 def _run(*cmd: str) -> str:

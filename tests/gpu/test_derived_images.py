@@ -28,10 +28,10 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from tfgpu import pins
 
-from tests import local_registry
+from tests import engine_lock, local_registry
 from tests.gpu.harness import GpuHost
 from tests.gpu.test_cap import assert_capped
-from tests.kit_images import KIT_SLIM, REGISTRY, ROOT, VERSION, build_py
+from tests.kit_images import KIT_SLIM, REGISTRY, ROOT, VERSION, build_py, release_kept_builders
 from tests.runtime import dists
 from tfgpu_kit.locks import wheel_locks
 
@@ -87,9 +87,9 @@ def published_slim(registry: str, image: str, docker_client: docker.DockerClient
     pushed = docker_client.images.get(ref)
     digests = [d for d in pushed.attrs.get("RepoDigests", []) if d.startswith(registry)]
     assert digests, pushed.attrs.get("RepoDigests")
-    # the image the suite tests, rebuilt under the registry's name: the same TensorFlow, CUDA
-    # wheels, tf-keras and base (its labels), not the same layers: the suite drops each build's
-    # builder stage (disk), so the rebuild runs stage 1 again and its files' times differ
+    # the image the suite tests, rebuilt under the registry's name from the build cache (the slim
+    # build's builder stage is kept for it, tests/kit_images.py): the same TensorFlow, CUDA
+    # wheels, tf-keras and base (its labels)
     tested = docker_client.images.get(image)
 
     def facts(img: Any) -> dict[str, str]:
@@ -99,9 +99,12 @@ def published_slim(registry: str, image: str, docker_client: docker.DockerClient
     assert facts(pushed) == facts(tested)
     _timings.setdefault(f"{ref}: published (build --push)", []).append(time.monotonic() - t0)
     yield ref
-    # its own layers (the rebuilt stage 1, ~5 GB) leave the disk with the module
-    for tag in pushed.tags:
-        docker_client.images.remove(tag, force=True)
+    # its registry's tags (the image itself is the suite's, from the cache), and the kept builder
+    # stage (~5 GB), leave the disk with the module
+    for tag in docker_client.images.get(ref).tags:
+        if tag.startswith(f"{registry}/"):
+            docker_client.images.remove(tag)
+    release_kept_builders(docker_client)
 
 
 @pytest.fixture
@@ -135,20 +138,21 @@ def build(client: docker.DockerClient, ctx: Path, base: str, name: str, tag: str
     t0 = time.monotonic()
     log: list[str] = []
     ok = True
-    for chunk in client.api.build(
-        path=str(ctx),
-        tag=tag,
-        buildargs={"BASE": base},
-        rm=True,
-        forcerm=True,
-        network_mode="none",
-        decode=True,
-    ):
-        if "stream" in chunk:
-            log.append(chunk["stream"])
-        if "error" in chunk:
-            ok = False
-            log.append(chunk["error"])
+    with engine_lock.building():  # no prune by the other worker meanwhile
+        for chunk in client.api.build(
+            path=str(ctx),
+            tag=tag,
+            buildargs={"BASE": base},
+            rm=True,
+            forcerm=True,
+            network_mode="none",
+            decode=True,
+        ):
+            if "stream" in chunk:
+                log.append(chunk["stream"])
+            if "error" in chunk:
+                ok = False
+                log.append(chunk["error"])
     seconds = time.monotonic() - t0
     _timings.setdefault(f"{base}: build {name} ({'built' if ok else 'failed'})", []).append(seconds)
     return Build(ok, "".join(log), tag, seconds)

@@ -1,0 +1,71 @@
+"""Builds and prunes of the one Docker engine, across the suite's pytest-xdist workers (owner:
+harness).
+
+`./kit test` runs on two workers (pyproject.toml; tests/conftest.py says which tests go where), and
+both build images on the same engine. Two things must not overlap:
+- `docker image prune` (tests/kit_images.py drops each build's dangling images, for disk) while a
+  build runs elsewhere: the classic builder's intermediate images, and a finished builder stage
+  waiting for the final stage's `COPY --from`, are dangling, so a prune can delete them under the
+  build ("No such image"). Builds take `building()` (shared: any number at once); a prune takes
+  `pruning()` (exclusive: it waits for the builds to end, and they wait for it).
+- two stand-in builds (tests/base_standins): they share debootstrap's and pip's caches under
+  ~/.cache/tfgpu-standin. `standins()` is exclusive.
+
+The locks are flock(2) locks on files in the temporary folder: the kernel drops them when a worker
+dies, so a crashed run never leaves one held. fcntl rather than the filelock package: only these
+two kinds of lock, Linux only (as the engine here), and no dependency for it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+_DIR = Path(tempfile.gettempdir())
+ENGINE = _DIR / "tfgpu-tests-engine.lock"
+STANDINS = _DIR / "tfgpu-tests-standins.lock"
+
+# This process's shared holds on ENGINE: an exclusive request while holding one would wait on
+# itself forever, so it is refused instead.
+_shared_depth = 0
+
+
+@contextmanager
+def _flock(path: Path, mode: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextmanager
+def building() -> Iterator[None]:
+    """Around a build (or anything that leaves dangling images mid-way): no prune meanwhile."""
+    global _shared_depth
+    with _flock(ENGINE, fcntl.LOCK_SH):
+        _shared_depth += 1
+        try:
+            yield
+        finally:
+            _shared_depth -= 1
+
+
+@contextmanager
+def pruning() -> Iterator[None]:
+    """Around a prune or removal of dangling images: no build anywhere meanwhile."""
+    if _shared_depth:
+        raise RuntimeError("engine_lock.pruning() inside building(): it would wait on itself")
+    with _flock(ENGINE, fcntl.LOCK_EX):
+        yield
+
+
+@contextmanager
+def standins() -> Iterator[None]:
+    """Around building or checking the stand-in bases: one worker at a time."""
+    with _flock(STANDINS, fcntl.LOCK_EX):
+        yield
