@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 # The stand-in bases and the kit's images, built once per run for tests/containers and tests/gpu.
 pytest_plugins = ["tests.kit_images"]
 
-from tests import xdist_groups  # noqa: E402
+from tests import summary_notes, xdist_groups  # noqa: E402
 from tests.ci_policy import ci_or_skip, in_ci  # noqa: E402 (needs the sys.path line above)
 from tests.disk_watch import DiskWatch, default_paths  # noqa: E402
 from tests.gpu import report as claims_report  # noqa: E402
@@ -175,10 +175,12 @@ def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """On the controller: a worker's GPU claims, for the one gpu-report.json."""
-    handed = getattr(node, "workeroutput", {}).get(claims_report.KEY)
-    if handed:
+    """On the controller: a worker's GPU claims, for the one gpu-report.json, and its summary
+    notes (tests/summary_notes.py)."""
+    output = getattr(node, "workeroutput", {})
+    if handed := output.get(claims_report.KEY):
         _gpu_claims.append(handed)
+    summary_notes.merge(output.get(summary_notes.KEY, []))
 
 
 def pytest_runtest_logstart(nodeid: str) -> None:
@@ -235,6 +237,10 @@ def pytest_terminal_summary(
 ) -> None:
     if _worker(config):
         return
+    for title, lines in summary_notes.sections().items():
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)
     for watch in _watch:
         watch.stop()
         terminalreporter.section("disk: the run's lowest free space")
@@ -256,6 +262,7 @@ def pytest_terminal_summary(
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _worker(session.config):
+        session.config.workeroutput[summary_notes.KEY] = summary_notes.taken()  # type: ignore[attr-defined]
         return  # the controller judges the whole run
     if _gpu_claims:
         claims_report.write_merged(_gpu_claims)

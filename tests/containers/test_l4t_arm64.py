@@ -17,7 +17,7 @@ aarch64 TensorFlow has no CUDA; no Jetson ran this).
 Where the engine cannot run arm64 (no QEMU handler, not an arm64 host) every test here is
 skipped with the reason, and under CI=true it fails instead (.ci/run registers QEMU's handler;
 its no-emulation step runs this module with the handler off and checks the skips). The module's
-cost (stand-in, image build, container runs) is printed at its end."""
+cost (stand-in, image build, container runs) is printed in the run's summary."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import docker
 import pytest
 import yaml
 
-from tests import engine_lock
+from tests import engine_lock, summary_notes
 from tests.base_standins import REGISTRY
 from tests.base_standins.l4t import (
     ENV,
@@ -61,7 +61,7 @@ TF_TIMEOUT = 600
 
 
 class Costs:
-    """The module's cost, printed at its end (docs/harness.md, "arm64")."""
+    """The module's cost, printed in the run's summary (docs/harness.md, "arm64")."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -87,23 +87,18 @@ def arm64_or_skip(client: docker.DockerClient) -> str:
 
 
 @pytest.fixture(scope="module")
-def arm64(docker_client: docker.DockerClient, request: pytest.FixtureRequest) -> Iterator[str]:
+def arm64(docker_client: docker.DockerClient) -> Iterator[str]:
     how = arm64_or_skip(docker_client)
     t0 = time.monotonic()
     yield how
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    lines = [
+    # in the run's summary, whatever the outcome and whichever xdist worker ran the module
+    for line in (
         f"arm64 ({how}):",
         *COSTS.lines,
         f"container runs: {COSTS.runs} in {COSTS.run_seconds:.1f}s",
         f"module in all: {time.monotonic() - t0:.1f}s",
-    ]
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        with capture.global_and_fixture_disabled():  # on the terminal, whatever the outcome
-            reporter.ensure_newline()
-            for line in lines:
-                reporter.write_line(f"[arm64 cost] {line}")
+    ):
+        summary_notes.add("arm64 cost (tests/containers/test_l4t_arm64.py)", f"[arm64 cost] {line}")
 
 
 @pytest.fixture(scope="module")
