@@ -8,8 +8,10 @@
   suite's own scheduler (tests/xdist_groups.py): the container tests of the 2.21 family share
   session fixtures (stand-ins, images, the compose stack) and run as one group on one worker; the
   CUDA 11.8 images' module and the arm64 module build images of their own and run as a group
-  each, beside it on the other worker, with the tests that need no engine. Builds and prunes on
-  the one engine are kept apart by tests/engine_lock.py. The summary gives the run's lowest free
+  each, beside it on the other worker, with the tests that need no engine; the container tests
+  that only need the kit's images as built come last, for whichever worker is free (the images
+  are built once per run). Builds and prunes on the one engine are kept apart by
+  tests/engine_lock.py. The summary gives the run's lowest free
   disk space (tests/disk_watch.py): the CUDA 11.8 family (~13 GB, removed when its module ends)
   now shares the disk with the 2.21 family's first builds.
 - Run on one process (`-n 0`), the CUDA 11.8 module runs before every other test, so that its

@@ -11,6 +11,9 @@ both build images on the same engine. Two things must not overlap:
 - two stand-in builds (tests/base_standins): they share debootstrap's and pip's caches under
   ~/.cache/tfgpu-standin. `standins()` is exclusive.
 
+And one thing is done once per run, whichever worker asks first: `once(name)` (the kit's images,
+which tests on both workers use: the other worker waits for them and does not build them again).
+
 The locks are flock(2) locks on files in the temporary folder: the kernel drops them when a worker
 dies, so a crashed run never leaves one held. fcntl rather than the filelock package: only these
 two kinds of lock, Linux only (as the engine here), and no dependency for it."""
@@ -69,3 +72,22 @@ def standins() -> Iterator[None]:
     """Around building or checking the stand-in bases: one worker at a time."""
     with _flock(STANDINS, fcntl.LOCK_EX):
         yield
+
+
+@contextmanager
+def once(name: str) -> Iterator[bool]:
+    """Around work that one run does once, on whichever worker comes first: yields True when it
+    was done already in this run (then skip it), False when it is this caller's to do; it counts
+    as done when the block ends without an exception. One run is one PYTEST_XDIST_TESTRUNUID
+    (the same on every worker of a run); on one process, without it, the work is always done."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        yield False
+        return
+    done = _DIR / f"tfgpu-tests-done-{name}-{run}"
+    with _flock(_DIR / f"tfgpu-tests-once-{name}.lock", fcntl.LOCK_EX):
+        if done.exists():
+            yield True
+            return
+        yield False
+        done.touch()

@@ -4,8 +4,11 @@ The container tests of the 2.21 family share session fixtures (the stand-ins, th
 compose stack): built twice at once they would collide, so they run as one group, `engine`, on one
 worker. The CUDA 11.8 images' module (`cuda11`) and the arm64 module (`arm64`) build images of
 their own: a group each, which the other worker runs beside it, with the tests that need no
-engine (each module a unit, as xdist's loadscope). Groups are handed out longest first, in
-GROUP_ORDER, then the rest in collection order.
+engine (each module a unit, as xdist's loadscope). Last comes `late`: container tests that need
+only the kit's images as built (multi-worker training, the recovery probes: some 7 minutes),
+for whichever worker is free first; that worker takes the images the other built in this run
+(tests/engine_lock.py, `once`). Groups are handed out in GROUP_ORDER, the rest in collection
+order before `late`.
 
 Why not xdist's own `--dist loadgroup` and `xdist_group` marks: with pytest 9.2 the group no longer
 reaches the scheduler (xdist 3.8 writes the group into `item._nodeid`, which pytest 9.2 no longer
@@ -25,11 +28,15 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 ENGINE = "engine"
+LATE = "late"
 GROUPS = {
     "tests/gpu/test_cuda11_images.py": "cuda11",
     "tests/containers/test_l4t_arm64.py": "arm64",
+    "tests/multiworker/test_multiworker.py": LATE,
+    "tests/multiworker/test_parameter_servers.py": LATE,
+    "tests/gpu/test_recovery_probes.py": LATE,
 }
-GROUP_ORDER = (ENGINE, *GROUPS.values())
+GROUP_ORDER = (ENGINE, "cuda11", "arm64")  # then the ungrouped modules, then LATE
 KEY = "tfgpu_groups_file"  # in each worker's workerinput
 
 
@@ -41,11 +48,17 @@ def group_of(item: pytest.Item) -> str | None:
 
 
 def order(items: list[pytest.Item]) -> dict[str, str]:
-    """Sort the items by group (GROUP_ORDER, then the rest, each in collection order); returns the
-    group of each grouped test by id."""
+    """Sort the items by group (GROUP_ORDER, then the rest, then LATE, each in collection order);
+    returns the group of each grouped test by id."""
     groups = {item.nodeid: g for item in items if (g := group_of(item)) is not None}
-    items.sort(key=lambda item: GROUP_ORDER.index(groups[item.nodeid]) if item.nodeid in groups
-               else len(GROUP_ORDER))  # fmt: skip
+
+    def rank(item: pytest.Item) -> int:
+        group = groups.get(item.nodeid)
+        if group == LATE:
+            return len(GROUP_ORDER) + 1
+        return GROUP_ORDER.index(group) if group else len(GROUP_ORDER)
+
+    items.sort(key=rank)
     return groups
 
 
