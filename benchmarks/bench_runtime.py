@@ -120,6 +120,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < MIN_RUNS:
         parser.error(f"--runs: at least {MIN_RUNS}, for medians worth reading")
+    # absolute: the wheel is built from another working directory (a relative path failed)
+    args.runtime_source = args.runtime_source.resolve()
+    if not (args.runtime_source / "pyproject.toml").is_file():
+        parser.error(
+            f"--runtime-source {args.runtime_source}: no pyproject.toml there; accepted: a copy "
+            "of entrypoint/, e.g. --runtime-source /tmp/old/entrypoint"
+        )
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("TF_", "TFGPU_", "CUDA_VISIBLE"))
     }
