@@ -38,6 +38,13 @@ def run(*args: str, timeout: float = 30, **extra: str) -> subprocess.CompletedPr
     )
 
 
+def python_c(code: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter running `code`, with tfgpu importable (env())."""
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=30
+    )
+
+
 def test_exec_keeps_the_pid_and_the_exit_code() -> None:
     p = subprocess.Popen(
         [*TFGPU, "run", "--", "sh", "-c", "echo $$; exit 7"],
@@ -322,13 +329,7 @@ sys.stderr.write(f"returned {code}")  # never: exit_as_init left
 
 
 def test_exit_as_init_flushes_then_leaves_with_the_code() -> None:
-    r = subprocess.run(
-        [sys.executable, "-c", EXIT_AS_INIT],
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = python_c(EXIT_AS_INIT)
     assert (r.returncode, r.stdout, r.stderr) == (7, "no newline, still buffered", "nor here")
 
 
@@ -400,13 +401,7 @@ def test_a_child_failing_before_exec_exits_126_and_never_runs_the_parents_code()
     """An exception in the forked child that is not an OSError (here exec's ValueError for a
     NUL byte in the environment) must end the child with 126 and a message: it must never
     return into the init loop, where it would run the parent's code as a second 'init'."""
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD_FAILS_BEFORE_EXEC],
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = python_c(CHILD_FAILS_BEFORE_EXEC)
     assert r.returncode == 126, r.stderr
     assert r.stderr.strip() == ("tfgpu: cannot run true: ValueError: embedded null byte"), r.stderr
     assert "Traceback" not in r.stderr
