@@ -194,10 +194,11 @@ def kit_images(standins: list[Result]) -> dict[str, str]:
     """The kit's 2.21 gpu and gpu-jupyter images (repaired) and its 2.17 gpu image (not),
     built on the stand-ins."""
     with engine_lock.once("kit-images") as built:  # by the other worker, in this run
-        for image in () if built else (f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu"):
-            _kit_build(image, "--base-registry", REGISTRY)
-    if built:
-        _progress("the kit's images: built in this run by the other worker")
+        if built:
+            _progress("the kit's images: built in this run by the other worker")
+        else:
+            for image in (f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu"):
+                _kit_build(image, "--base-registry", REGISTRY)
     return {"gpu": KIT_GPU, "gpu-jupyter": KIT_JUPYTER, "older": KIT_OLDER}
 
 
