@@ -124,18 +124,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """On the xdist controller, for each worker: where to write its tests' groups."""
-    if not _groups_file:
-        _groups_file.append(xdist_groups.new_groups_file())
-    node.workerinput[xdist_groups.KEY] = _groups_file[0]
+    node.workerinput[xdist_groups.KEY] = _groups_path()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The suite's scheduler, whatever --dist says: its groups keep the shared images on one
     worker (tests/xdist_groups.py)."""
+    return xdist_groups.GroupScheduling(config, log, groups_file=_groups_path())
+
+
+def _groups_path() -> str:
+    """On the controller: this run's groups file, made when first asked for."""
     if not _groups_file:
         _groups_file.append(xdist_groups.new_groups_file())
-    return xdist_groups.GroupScheduling(config, log, groups_file=_groups_file[0])
+    return _groups_file[0]
 
 
 def _docker_root() -> str | None:
@@ -281,7 +284,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         where = ", ".join(f"tests/{g}" for g in missing)
         print(f"\nCI=true but pytest collected nothing in: {where}.")
-
-
-def pytest_deselected(items: list[pytest.Item]) -> None:
-    pass
