@@ -7,7 +7,6 @@ KEY) and tests/conftest.py, on the controller, writes one report from all of the
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,11 +18,6 @@ REPORT = Path(__file__).resolve().parents[2] / "gpu-report.json"
 KEY = "tfgpu_gpu_claims"  # in xdist's workeroutput
 
 
-def plain(nodeid: str) -> str:
-    """The test's id without the `@group` that pytest-xdist's loadgroup adds."""
-    return re.sub(r"@[\w-]+$", "", nodeid)
-
-
 def handed_over(context: dict[str, Any], claims: dict[str, dict[str, Any]]) -> str:
     """What a worker hands to the controller."""
     return json.dumps({"context": context, "claims": claims})
@@ -33,7 +27,7 @@ def write(context: dict[str, Any], claims: dict[str, dict[str, Any]]) -> None:
     report = {
         **context,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "claims": [{"test": plain(nodeid), **entry} for nodeid, entry in claims.items()],
+        "claims": [{"test": nodeid, **entry} for nodeid, entry in claims.items()],
     }
     REPORT.write_text(json.dumps(report, indent=2) + "\n")
 
