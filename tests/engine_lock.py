@@ -2,14 +2,17 @@
 harness).
 
 `./kit test` runs on two workers (pyproject.toml; tests/conftest.py says which tests go where), and
-both build images on the same engine. Two things must not overlap:
-- `docker image prune` (tests/kit_images.py drops each build's dangling images, for disk) while a
-  build runs elsewhere: the classic builder's intermediate images, and a finished builder stage
-  waiting for the final stage's `COPY --from`, are dangling, so a prune can delete them under the
-  build ("No such image"). Builds take `building()` (shared: any number at once); a prune takes
-  `pruning()` (exclusive: it waits for the builds to end, and they wait for it).
-- two stand-in builds (tests/base_standins): they share debootstrap's and pip's caches under
-  ~/.cache/tfgpu-standin. `standins()` is exclusive.
+both build images on the same engine. `docker image prune` (tests/kit_images.py drops each build's
+dangling images, for disk) must not run while a build runs elsewhere: the classic builder's
+intermediate images, and a finished builder stage waiting for the final stage's `COPY --from`, are
+dangling, so a prune can delete them under the build ("No such image"). Builds take `building()`
+(shared: any number at once); a prune takes `pruning()` (exclusive). A prune only keeps the disk
+down, so it does not wait for the other worker's build (minutes: the waits cost a cold run about
+8 min of the two workers' time) unless the disk is short: it is put off, and the next prune, on
+either worker, takes what it left.
+
+The stand-in bases keep locks of their own, per image and per cache
+(tests/base_standins/cache_lock.py).
 
 And one thing is done once per run, whichever worker asks first: `once(name)` (the kit's images,
 which tests on both workers use: the other worker waits for them and does not build them again).
@@ -29,7 +32,10 @@ from pathlib import Path
 
 _DIR = Path(tempfile.gettempdir())
 ENGINE = _DIR / "tfgpu-tests-engine.lock"
-STANDINS = _DIR / "tfgpu-tests-standins.lock"
+# Below this much free space on the engine's disk a prune waits for the other worker's build
+# instead of being put off: a repaired image's builder stage left dangling is ~5 GB, and the
+# next build needs ~10 GB more (tests/kit_images.py).
+WAIT_BELOW_FREE = 20 * 2**30
 
 # This process's shared holds on ENGINE: an exclusive request while holding one would wait on
 # itself forever, so it is refused instead.
@@ -59,19 +65,26 @@ def building() -> Iterator[None]:
 
 
 @contextmanager
-def pruning() -> Iterator[None]:
-    """Around a prune or removal of dangling images: no build anywhere meanwhile."""
+def pruning(*, free_bytes: int | None = None) -> Iterator[bool]:
+    """Around a prune or removal of dangling images: no build anywhere meanwhile. Yields True
+    when the prune may go ahead. Given the engine disk's `free_bytes`, it does not wait for a
+    build that runs elsewhere while WAIT_BELOW_FREE or more is free: it yields False at once
+    (put the prune off)."""
     if _shared_depth:
         raise RuntimeError("engine_lock.pruning() inside building(): it would wait on itself")
-    with _flock(ENGINE, fcntl.LOCK_EX):
-        yield
-
-
-@contextmanager
-def standins() -> Iterator[None]:
-    """Around building or checking the stand-in bases: one worker at a time."""
-    with _flock(STANDINS, fcntl.LOCK_EX):
-        yield
+    fd = os.open(ENGINE, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if free_bytes is not None and free_bytes >= WAIT_BELOW_FREE:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a build holds it
+                yield False
+                return
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 @contextmanager

@@ -69,6 +69,9 @@ from typing import Any
 
 import yaml
 
+from tests import engine_lock
+from tests.base_standins.cache_lock import held
+
 # Bump when the procedure below changes in a way the recipe data does not show;
 # it is part of every key, so all stand-ins are rebuilt.
 RECIPE_REVISION = 2
@@ -367,14 +370,15 @@ def _docker_build(context: Path, tag: str, *, what: str) -> None:
 
     client = _docker_client()
     try:
-        for chunk in client.api.build(
-            path=str(context), tag=tag, rm=True, forcerm=True, decode=True, network_mode="none"
-        ):
-            if "error" in chunk:
-                raise StandinError(f"{what}: docker build failed: {chunk['error']}")
-            line = str(chunk.get("stream", "")).strip()
-            if line.startswith("Step "):
-                progress(f"  {what}: {line}")
+        with engine_lock.building():  # no prune of its intermediate images meanwhile
+            for chunk in client.api.build(
+                path=str(context), tag=tag, rm=True, forcerm=True, decode=True, network_mode="none"
+            ):
+                if "error" in chunk:
+                    raise StandinError(f"{what}: docker build failed: {chunk['error']}")
+                line = str(chunk.get("stream", "")).strip()
+                if line.startswith("Step "):
+                    progress(f"  {what}: {line}")
     except docker.errors.APIError as exc:
         raise StandinError(f"{what}: docker build failed: {exc}") from exc
 
@@ -415,7 +419,8 @@ def download_wheels(
         args += ["-c", str(constraints)]
     if no_deps:
         args.append("--no-deps")
-    _pip(host_python(), *args, what="pip download")
+    with held(CACHE, "wheels"):
+        _pip(host_python(), *args, what="pip download")
     return wheels
 
 
@@ -426,9 +431,10 @@ def build_sdist_wheels(pins: Iterable[str]) -> None:
     wheels.mkdir(parents=True, exist_ok=True)
     for pin in pins:
         name, _, version = pin.partition("==")
-        if not list(wheels.glob(f"{name.replace('-', '_')}-{version}-*.whl")):
-            progress(f"building a wheel of {pin} (source only on PyPI for Python 3.11)")
-            _pip(host_python(), "wheel", "-q", "--no-deps", "-w", str(wheels), pin, what=pin)
+        with held(CACHE, "wheels"):
+            if not list(wheels.glob(f"{name.replace('-', '_')}-{version}-*.whl")):
+                progress(f"building a wheel of {pin} (source only on PyPI for Python 3.11)")
+                _pip(host_python(), "wheel", "-q", "--no-deps", "-w", str(wheels), pin, what=pin)
 
 
 def pip_target(
@@ -440,7 +446,8 @@ def pip_target(
     args += ["--target", str(target), *requirements]
     if constraints:
         args += ["-c", str(constraints)]
-    _pip(host_python(), *args, what="pip install --target")
+    with held(CACHE, "wheels"):
+        _pip(host_python(), *args, what="pip install --target")
 
 
 def relocate_pip_extras(target: Path, usr_local: Path) -> None:
@@ -476,8 +483,14 @@ def compile_site(site: Path) -> None:
     )
 
 
+def debs_cache(suite: str, arch: str) -> Path:
+    """debootstrap's --cache-dir, one per suite and architecture: two debootstraps never write
+    one folder (each runs under its rootfs tarball's lock, cache_lock.py)."""
+    return CACHE / "debs" / f"{suite}-{arch}"
+
+
 def debootstrap(rootfs: Path) -> None:
-    debs = CACHE / "debs"
+    debs = debs_cache(SUITE, "amd64")
     debs.mkdir(parents=True, exist_ok=True)
     mirror = debian_mirror()
     progress(f"debootstrap {SUITE} (minbase, {', '.join(DEBIAN_PACKAGES)}) from {mirror}")
@@ -618,6 +631,11 @@ def base_rootfs(rootfs: Path) -> None:
     instead of running debootstrap again (about 1.5 min on a 2-core machine)."""
     key = _key("rootfs", SUITE, DEBIAN_PACKAGES, PIP_REQUIREMENT, BASHRC)
     tarball = CACHE / "rootfs" / f"{SUITE}-python-{key}.tar"
+    with held(CACHE, tarball.name):
+        _base_rootfs(rootfs, tarball)
+
+
+def _base_rootfs(rootfs: Path, tarball: Path) -> None:
     if tarball.is_file():
         progress(f"Debian {SUITE} and Python 3.11 from {tarball}")
         rootfs.mkdir(parents=True)
@@ -826,5 +844,6 @@ def build_all(which: Iterable[str] | None = None, *, force: bool = False) -> lis
     results = []
     for name, (builder, _) in BUILDERS.items():  # dict order: parents first
         if name in needed:
-            results.append(builder(force=force and name in wanted))
+            with held(CACHE, f"image-{name}"):
+                results.append(builder(force=force and name in wanted))
     return results

@@ -49,12 +49,14 @@ from tests.base_standins.build import (
     _run,
     _work,
     debian_mirror,
+    debs_cache,
     existing_key,
     host_python,
     image_size,
     progress,
     relocate_pip_extras,
 )
+from tests.base_standins.cache_lock import held
 
 ROOT = Path(__file__).resolve().parents[2]
 L4T_YAML = ROOT / "images" / "l4t.yaml"
@@ -187,32 +189,39 @@ def _platform_args() -> list[str]:
 def download_wheels(constraints: Path) -> None:
     """The aarch64 cp39 wheels into their own cache folder (a no-op when all are there)."""
     WHEELS.mkdir(parents=True, exist_ok=True)
-    _run(
-        [host_python(), "-m", "pip", "download", "-q", *_platform_args(), "-d", str(WHEELS),
-         "-c", str(constraints), *requirements()],
-        what="pip download (aarch64 wheels)",
-    )  # fmt: skip
+    with held(CACHE, WHEELS.name):
+        _run(
+            [host_python(), "-m", "pip", "download", "-q", *_platform_args(), "-d", str(WHEELS),
+             "-c", str(constraints), *requirements()],
+            what="pip download (aarch64 wheels)",
+        )  # fmt: skip
 
 
 def install_tensorflow(site: Path, constraints: Path) -> None:
-    _run(
-        [host_python(), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(WHEELS),
-         *_platform_args(), "--no-compile", "--target", str(site), "-c", str(constraints),
-         *requirements()],
-        what="pip install --target (aarch64 wheels)",
-    )  # fmt: skip
+    with held(CACHE, WHEELS.name):
+        _run(
+            [host_python(), "-m", "pip", "install", "-q", "--no-index", "--find-links",
+             str(WHEELS), *_platform_args(), "--no-compile", "--target", str(site), "-c",
+             str(constraints), *requirements()],
+            what="pip install --target (aarch64 wheels)",
+        )  # fmt: skip
 
 
 def debootstrap_rootfs(rootfs: Path) -> None:
     """Debian bullseye arm64 with Python (emulated second stage), cached as a tarball."""
     key = _key("rootfs", SUITE, ARCH, DEBIAN_PACKAGES)
     tarball = CACHE / "rootfs" / f"{SUITE}-{ARCH}-python-{key}.tar"
+    with held(CACHE, tarball.name):
+        _debootstrap_rootfs(rootfs, tarball)
+
+
+def _debootstrap_rootfs(rootfs: Path, tarball: Path) -> None:
     if tarball.is_file():
         progress(f"Debian {SUITE} {ARCH} and Python {PYTHON} from {tarball}")
         rootfs.mkdir(parents=True)
         _run(["tar", "--numeric-owner", "-xpf", str(tarball), "-C", str(rootfs)], what="tar -x")
         return
-    debs = CACHE / "debs"
+    debs = debs_cache(SUITE, ARCH)
     debs.mkdir(parents=True, exist_ok=True)
     mirror = debian_mirror()
     progress(
@@ -299,6 +308,11 @@ def docker_load(rootfs: Path, tag: str, key: str, work: Path) -> None:
 
 def build_l4t(*, force: bool = False) -> Result:
     """Build (or reuse) the L4T stand-in. Needs root (debootstrap, chroot) and arm64 emulation."""
+    with held(CACHE, "image-l4t"):  # one builder of it at a time (cache_lock.py)
+        return _build_l4t(force)
+
+
+def _build_l4t(force: bool) -> Result:
     tag, key, t0 = l4t_tag(), l4t_key(), time.monotonic()
     if not force and existing_key(tag) == key:
         progress(f"{tag} is up to date (key {key})")
