@@ -8,6 +8,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -86,16 +87,28 @@ def test_a_prune_waits_for_the_build_when_the_disk_is_short(
     monkeypatch.setattr(engine_lock, "ENGINE", tmp_path / "engine.lock")
     released = tmp_path / "released"
     build = _holder(engine_lock.ENGINE, "sh", released)
+    seen: list[tuple[bool, bool]] = []  # (may, was the build over when the prune began)
+
+    def prune() -> None:
+        with engine_lock.pruning(free_bytes=engine_lock.WAIT_BELOW_FREE - 1) as may:
+            seen.append((may, released.exists()))
+
+    pruner = threading.Thread(target=prune)
     try:
+        pruner.start()
+        # While the build holds the lock the prune cannot begin, however long this takes; a
+        # prune that did not wait would be over well within the second.
+        pruner.join(timeout=1.0)
+        assert pruner.is_alive() and seen == []
         assert build.stdin is not None
         build.stdin.write("go\n")  # the build ends (it writes the marker, then lets go)
         build.stdin.flush()
-        with engine_lock.pruning(free_bytes=engine_lock.WAIT_BELOW_FREE - 1) as may:
-            assert may is True
-            assert released.exists()  # it waited for the build to end
+        pruner.join(timeout=60)
+        assert seen == [(True, True)]
     finally:
         build.kill()
         build.wait()
+        pruner.join(timeout=60)
 
 
 def test_a_prune_inside_a_build_is_refused() -> None:
@@ -107,6 +120,7 @@ def test_a_prune_inside_a_build_is_refused() -> None:
         pass
 
 
+@pytest.mark.timeout(60)  # a lock that waited on another name would hang here: fail instead
 def test_stand_in_locks_are_one_per_name(tmp_path: Path) -> None:
     """tests/base_standins/cache_lock.py: the CUDA 11.8 family's build does not wait for the
     CUDA 12.3 one's, nor one cache for another; the same name is one builder at a time."""
@@ -114,7 +128,7 @@ def test_stand_in_locks_are_one_per_name(tmp_path: Path) -> None:
     build = _holder(tmp_path / "locks" / "image-cuda.lock", "ex", tmp_path / "released")
     try:
         with cache_lock.held(tmp_path, "image-cuda11"), cache_lock.held(tmp_path, "wheels"):
-            pass  # other names: not held up (a wait here would end in pytest-timeout's failure)
+            pass  # other names: not held up
         fd = os.open(tmp_path / "locks" / "image-cuda.lock", os.O_RDWR)
         try:
             with pytest.raises(BlockingIOError):
