@@ -43,11 +43,18 @@ _shared_depth = 0
 
 
 @contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
+def flock(path: Path, mode: int) -> Iterator[bool]:
+    """flock(2) on PATH (created when missing) for the block; yields whether it is held: False
+    only with LOCK_NB in `mode`, when another process holds it. (Also the stand-ins' locks,
+    tests/base_standins/cache_lock.py.)"""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, mode)
-        yield
+        try:
+            fcntl.flock(fd, mode)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)  # closing the descriptor releases the lock
 
@@ -56,7 +63,7 @@ def _flock(path: Path, mode: int) -> Iterator[None]:
 def building() -> Iterator[None]:
     """Around a build (or anything that leaves dangling images mid-way): no prune meanwhile."""
     global _shared_depth
-    with _flock(ENGINE, fcntl.LOCK_SH):
+    with flock(ENGINE, fcntl.LOCK_SH):
         _shared_depth += 1
         try:
             yield
@@ -72,19 +79,9 @@ def pruning(*, free_bytes: int | None = None) -> Iterator[bool]:
     (put the prune off)."""
     if _shared_depth:
         raise RuntimeError("engine_lock.pruning() inside building(): it would wait on itself")
-    fd = os.open(ENGINE, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        if free_bytes is not None and free_bytes >= WAIT_BELOW_FREE:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # a build holds it
-                yield False
-                return
-        else:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield True
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
+    put_off = free_bytes is not None and free_bytes >= WAIT_BELOW_FREE
+    with flock(ENGINE, fcntl.LOCK_EX | (fcntl.LOCK_NB if put_off else 0)) as held:
+        yield held  # False: a build holds it
 
 
 @contextmanager
@@ -98,7 +95,7 @@ def once(name: str) -> Iterator[bool]:
         yield False
         return
     done = _DIR / f"tfgpu-tests-done-{name}-{run}"
-    with _flock(_DIR / f"tfgpu-tests-once-{name}.lock", fcntl.LOCK_EX):
+    with flock(_DIR / f"tfgpu-tests-once-{name}.lock", fcntl.LOCK_EX):
         if done.exists():
             yield True
             return

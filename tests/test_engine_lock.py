@@ -64,6 +64,7 @@ def _holder(lock: Path, mode: str, marker: Path) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.timeout(60)  # a prune that waited for the build would hang here: fail instead
 def test_a_prune_is_put_off_while_a_build_runs_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,16 +10,17 @@ run). Each lock guards one thing, so different stand-ins build side by side (a c
   writes a download in place, so another pip could read half a wheel).
 
 A lock is not re-entrant (flock(2) on a new descriptor of a file this process already locked
-waits on itself): no caller takes one inside another of the same name. fcntl rather than the
-filelock package for the reason tests/engine_lock.py gives."""
+waits on itself): no caller takes one inside another of the same name. The flock itself is
+tests/engine_lock.py's (why fcntl and not the filelock package: there)."""
 
 from __future__ import annotations
 
 import fcntl
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.engine_lock import flock
 
 
 @contextmanager
@@ -28,9 +29,5 @@ def held(folder: Path, name: str) -> Iterator[None]:
     process dies)."""
     locks = folder / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flock(locks / f"{name}.lock", fcntl.LOCK_EX):
         yield
-    finally:
-        os.close(fd)
