@@ -134,7 +134,12 @@ def _drop(client: docker.DockerClient, refs: list[str]) -> None:
             continue
         for container in client.containers.list(all=True, filters={"ancestor": image.id}):
             container.remove(force=True)
-        client.images.remove(image.id, force=True)
+        # By tag, not by id: an id with dependent children (another build's stage 1 FROM this
+        # stand-in, whose prune the other worker put off) is refused even with force (409);
+        # untagged, its layers go with the next prune of dangling images, on either worker.
+        for tag in image.tags:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(tag)
     _prune_dangling(client)
     freed = shutil.disk_usage(data_root).free - before
     _progress(f"removed {', '.join(refs)}: {freed / 2**30:.1f} GiB freed")
@@ -150,7 +155,7 @@ def _kit_build(image: str, *args: str, keep_builder: bool = False) -> None:
     try:
         # held until the builder stage is tagged: no prune elsewhere takes it first
         with engine_lock.building():
-            before = {i.id for i in client.images.list(filters={"dangling": True})}
+            before = _dangling(client)
             with contextlib.suppress(docker.errors.ImageNotFound):
                 before.add(client.images.get(f"{KIT_REPO}:{image}").id)  # what it replaces
             t0 = time.monotonic()
@@ -162,10 +167,9 @@ def _kit_build(image: str, *args: str, keep_builder: bool = False) -> None:
             if keep_builder:
                 # (a build running elsewhere may have dangling images now: kept as well, which
                 # costs disk until release_kept_builders, never the build)
-                made = [i for i in client.images.list(filters={"dangling": True})
-                        if i.id not in before]  # fmt: skip
+                made = sorted(_dangling(client) - before)
                 for n, kept in enumerate(made):
-                    kept.tag(KEPT_BUILDER, str(n))
+                    client.api.tag(kept, KEPT_BUILDER, str(n))
                 _progress(f"kept {len(made)} dangling image(s) of the build as {KEPT_BUILDER}:N")
         freed = _prune_dangling(client)
     finally:
@@ -173,11 +177,18 @@ def _kit_build(image: str, *args: str, keep_builder: bool = False) -> None:
     _progress(f"dropped the images this build replaced: {_said(freed)}")
 
 
+def _dangling(client: docker.DockerClient) -> set[str]:
+    """The ids of the dangling images, from one listing: docker-py's images.list inspects each
+    image it lists, and one removed meanwhile (the other worker's prune) raised ImageNotFound."""
+    return {str(i) for i in client.api.images(filters={"dangling": True}, quiet=True)}
+
+
 def release_kept_builders(client: docker.DockerClient) -> None:
     """Drop what `_kit_build(keep_builder=True)` kept (its tags, then the layers)."""
-    for image in client.images.list(name=KEPT_BUILDER):
-        for tag in image.tags:
-            client.images.remove(tag, force=True)
+    for image in client.api.images(name=KEPT_BUILDER):
+        for tag in image.get("RepoTags") or []:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(tag, force=True)
     freed = _prune_dangling(client)
     _progress(f"released the kept builder stages: {_said(freed)}")
 
