@@ -27,6 +27,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from tfgpu import gpu_support
+from tfgpu.gpu_support import Failure
 
 from tfgpu_kit import nvidia_require
 from tfgpu_kit.errors import SpecError
@@ -253,6 +255,98 @@ class Matrix(_Strict):
         return self
 
 
+# GPU generations (images/gpus.yaml). A capability as NVIDIA writes it (8.0, 12.0); an issue or
+# pull request as owner/repo#N. Free text reaches the images' TFGPU_IMAGE_GPU_FAILURES (a quoted ENV
+# value, parsed by tfgpu.gpu_support): no quote, `$`, backslash, backtick or `|` in it.
+Capability = Annotated[str, _fullmatch(r"[1-9][0-9]?\.[0-9]", "a compute capability X.Y", "12.0")]
+IssueRef = Annotated[
+    str,
+    _fullmatch(
+        r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+#[1-9][0-9]*",
+        "an issue or pull request as owner/repo#N",
+        "tensorflow/tensorflow#111958",
+    ),
+]
+EnvText = Annotated[
+    str,
+    _fullmatch(r"[^\"$\\`|]+", "one line without a quote, $, backslash, backtick or |", "it fails"),
+]
+
+
+class FailureReport(_Strict):
+    """One report of a known failure: where, which TensorFlow releases it ran, what it says."""
+
+    source: IssueRef
+    tensorflow: list[VersionText] = Field(min_length=1)
+    says: str = Field(min_length=1)
+
+
+class KnownFailure(_Strict):
+    """A failure of TensorFlow's own kernels, or of XLA, on GPUs of one capability."""
+
+    arch: Capability
+    part: Annotated[str, _fullmatch(r"kernels|xla", "kernels or xla")]
+    what: EnvText
+    reports: list[FailureReport] = []
+    # a matrix version no report names, and why it fails too
+    also: dict[VersionText, EnvText] = {}
+    nightlies: str | None = None  # pre-releases that failed: noted, never a release's verdict
+
+    @model_validator(mode="after")
+    def _some_evidence(self) -> KnownFailure:
+        if not self.reports and not self.also:
+            raise ValueError("a known failure needs reports or `also` entries")
+        return self
+
+
+class JitReport(_Strict):
+    source: IssueRef
+    says: str = Field(min_length=1)
+
+
+class PtxJit(_Strict):
+    warning: str = Field(min_length=1)
+    reports: list[JitReport] = Field(min_length=1)
+
+
+class KernelCacheSpec(_Strict):
+    path: str = Field(pattern=r"^/[A-Za-z0-9._/-]+$")
+    max_bytes: int = Field(ge=1, le=2**32)
+
+
+class Gpus(_Strict):
+    """images/gpus.yaml: the GPUs users run, the PTX JIT cost, the kernel cache, known failures."""
+
+    architectures: dict[Capability, str] = Field(min_length=1)
+    ptx_jit: PtxJit
+    kernel_cache: KernelCacheSpec
+    known_failures: list[KnownFailure] = []
+
+    def failures(self, tensorflow: str) -> list[Failure]:
+        """The known failures of TensorFlow `tensorflow` (a matrix entry): those a report names
+        a release of its minor for, or an `also` entry names it for; each with why it is known."""
+        minor = Version.parse(tensorflow).major_minor
+        found = []
+        for entry in self.known_failures:
+            named = [
+                r
+                for r in entry.reports
+                if any(Version.parse(v).major_minor == minor for v in r.tensorflow)
+            ]
+            if named:
+                why = "reported: " + ", ".join(
+                    f"{r.source} ({' '.join(r.tensorflow)})" for r in named
+                )
+            elif tensorflow in entry.also:
+                why = entry.also[tensorflow]
+            else:
+                continue
+            cc = gpu_support.capability(entry.arch)
+            assert cc is not None  # Capability's pattern
+            found.append(gpu_support.Failure(cc, entry.part, entry.what, why))
+        return found
+
+
 class Base(_Strict):
     registry: Registry
     repository: str = Field(min_length=1, pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
@@ -455,6 +549,7 @@ class Spec(BaseModel):
     matrix: Matrix
     images: ImagesSpec
     bases: Bases
+    gpus: Gpus
     directory: Path
     jetson: JetsonSpec | None = None  # None: the folder has no l4t.yaml
 
@@ -465,6 +560,13 @@ class Spec(BaseModel):
     def base_recipe(self, tensorflow: str) -> BaseRecipe:
         """What the official base of TensorFlow `tensorflow` ships (load() checked it exists)."""
         return self.bases.recipes[self.bases.versions[tensorflow].recipe]
+
+    def gpu_support(self, tensorflow: str, cc: tuple[int, int]) -> gpu_support.Verdict:
+        """What TensorFlow `tensorflow`'s build means for GPUs of capability `cc`: its SASS/PTX
+        (matrix.yaml) by tfgpu.gpu_support's rule, and its known failures (gpus.yaml)."""
+        build = self.matrix.tensorflow[tensorflow]
+        codes = None if build.arches is None else [*build.arches.sass, *build.arches.ptx]
+        return gpu_support.judge(cc, codes, self.gpus.failures(tensorflow))
 
     def cuda_source(self, tensorflow: str) -> CudaSource:
         """images.yaml's cuda_source for this version: its own, else the top-level one."""
@@ -589,7 +691,36 @@ def load(directory: Path | None = None) -> Spec:
     _refuse(bases_path, problems)
     _refuse(images_path, _slim_problems(images, bases, matrix, bases_path))
     jetson = load_jetson(directory)
-    return Spec(matrix=matrix, images=images, bases=bases, directory=directory, jetson=jetson)
+    gpus = load_gpus(directory, matrix)
+    return Spec(
+        matrix=matrix, images=images, bases=bases, gpus=gpus, directory=directory, jetson=jetson
+    )
+
+
+def load_gpus(directory: Path, matrix: Matrix) -> Gpus:
+    """images/gpus.yaml, its versions checked against matrix.yaml's: every `also` key is a matrix
+    entry, every reported release a release of a matrix minor."""
+    path = directory / "gpus.yaml"
+    gpus = validate(Gpus, load_yaml(path), path)
+    entries = set(matrix.tensorflow)
+    minors = {Version.parse(v).major_minor for v in entries}
+    problems = []
+    for index, entry in enumerate(gpus.known_failures):
+        problems += [
+            f"  known_failures.{index}.also: {version} is not in matrix.yaml"
+            f" (known: {', '.join(entries)})"
+            for version in entry.also
+            if version not in entries
+        ]
+        problems += [
+            f"  known_failures.{index}.reports.{n}.tensorflow: {version} is no release of a"
+            " TensorFlow minor of matrix.yaml"
+            for n, report in enumerate(entry.reports)
+            for version in report.tensorflow
+            if Version.parse(version).major_minor not in minors
+        ]
+    _refuse(path, problems)
+    return gpus
 
 
 # --- the bases' Python against the runtime's requires-python -----------------------------------

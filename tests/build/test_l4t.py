@@ -56,7 +56,7 @@ def test_the_spec_reads_l4t_yaml_and_the_catalog_lists_its_images_last() -> None
 
 
 def test_a_folder_without_l4t_yaml_has_no_jetson_images(tmp_path: Path) -> None:
-    for name in ("matrix.yaml", "images.yaml", "bases.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "gpus.yaml"):
         shutil.copy(spec.IMAGES_DIR / name, tmp_path / name)
     loaded = spec.load(tmp_path)
     assert loaded.jetson is None and catalog.jetson_images(loaded) == []

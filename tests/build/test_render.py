@@ -107,7 +107,7 @@ def test_extra_apt_and_pip_packages_render_and_lint(tmp_path: Path, apt: list[st
 def _spec_with_packages(tmp_path: Path) -> spec.Spec:
     """A copy of the committed spec where 2.21.0 has its own pip/apt packages and the gpu variant
     its own too (the committed lists are empty: offline builds)."""
-    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "cuda-wheels.lock.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "gpus.yaml", "cuda-wheels.lock.yaml"):
         shutil.copy(ROOT / "images" / name, tmp_path / name)
     data = yaml.safe_load((tmp_path / "images.yaml").read_text())
     data["versions"][0].update(pip=["requests==2.32.3", "rich"], apt=["graphviz=2.42.2-6", "htop"])

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def copy_spec(tmp_path: Path) -> Path:
-    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "cuda-wheels.lock.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "gpus.yaml", "cuda-wheels.lock.yaml"):
         shutil.copy(ROOT / "images" / name, tmp_path / name)
     return tmp_path
 

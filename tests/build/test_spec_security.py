@@ -185,7 +185,7 @@ FIELDS: list[tuple[str, Setter, str]] = [
 ]
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-SPEC_FILES = ("matrix.yaml", "images.yaml", "bases.yaml")
+SPEC_FILES = ("matrix.yaml", "images.yaml", "bases.yaml", "gpus.yaml")
 ORIGINAL = {name: yaml.safe_load((ROOT / "images" / name).read_text()) for name in SPEC_FILES}
 
 

@@ -122,7 +122,7 @@ def test_bad_selectors(selector: str) -> None:
 def test_short_tag_only_on_the_newest_patch_of_a_minor(tmp_path: Path) -> None:
     # two patches of 2.15 offered: `2.15-gpu` must name 2.15.1, not both (the one built last
     # would take it, and the catalog builds newest first)
-    for name in ("matrix.yaml", "images.yaml", "bases.yaml"):
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "gpus.yaml"):
         shutil.copy(spec.IMAGES_DIR / name, tmp_path / name)
     matrix_path, images_path = tmp_path / "matrix.yaml", tmp_path / "images.yaml"
     data = yaml.safe_load(matrix_path.read_text())

@@ -104,6 +104,9 @@ def test_contract_probes_security_and_resources(capsys: pytest.CaptureFixture[st
             "TF_GPU_MEM_LIMIT": "6GiB",
             "TF_GPU_MEMORY_GROWTH": "true",
             "TF_GPU_METRICS_PORT": "9401",
+            # --kernel-cache's default: the driver's compute cache on the pod's emptyDir
+            "CUDA_CACHE_PATH": "/var/cache/tfgpu/cuda",
+            "CUDA_CACHE_MAXSIZE": "4294967296",
         }
         assert tf["resources"]["limits"]["nvidia.com/gpu"] == "1"
         # Kubernetes' swagger.json (Swagger 2.0) defines a Quantity as {"type": "string"}:
@@ -261,7 +264,7 @@ def spec_with_gid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     folder = tmp_path / "images"
     folder.mkdir()
-    for name in ("matrix.yaml", "images.yaml", "bases.yaml"):  # spec.load reads all three
+    for name in ("matrix.yaml", "images.yaml", "bases.yaml", "gpus.yaml"):  # spec.load reads these
         text = (spec.IMAGES_DIR / name).read_text(encoding="utf-8")
         if name == "images.yaml":
             assert "  uid: 1000\n  gid: 1000\n" in text
@@ -476,8 +479,14 @@ def test_recovery_rule_wires_the_probe_and_keeps_its_count(
         pod = _pod(doc)
         [container] = pod["containers"]
         assert {"name": "TF_GPU_RECOVER_AT", "value": "95%"} in container["env"]
-        assert pod["volumes"] == [{"name": "tfgpu-state", "emptyDir": {}}]
-        assert container["volumeMounts"] == [{"name": "tfgpu-state", "mountPath": "/var/tmp"}]
+        assert pod["volumes"] == [
+            {"name": "tfgpu-state", "emptyDir": {}},
+            {"name": "kernel-cache", "emptyDir": {"sizeLimit": "5Gi"}},
+        ]
+        assert container["volumeMounts"] == [
+            {"name": "tfgpu-state", "mountPath": "/var/tmp"},
+            {"name": "kernel-cache", "mountPath": "/var/cache/tfgpu/cuda"},
+        ]
         liveness = container.get("livenessProbe")
         if action == "report":
             assert liveness["httpGet"] == {"path": "/livez", "port": "metrics"}, liveness
@@ -489,7 +498,7 @@ def test_recovery_rule_wires_the_probe_and_keeps_its_count(
 
 
 def test_no_rule_no_livez_and_no_volume(capsys: pytest.CaptureFixture[str]) -> None:
-    for doc in render(capsys, "--mem-limit", "4096"):
+    for doc in render(capsys, "--mem-limit", "4096", "--kernel-cache", "none"):
         if doc["kind"] in ("Deployment", "Job"):
             pod = _pod(doc)
             assert "volumes" not in pod and "volumeMounts" not in pod["containers"][0]
