@@ -193,7 +193,18 @@ def test_show_json_has_the_same_keys_on_error() -> None:
     assert (
         set(bad)
         == set(ok)
-        == {"ok", "enabled", "settings", "warnings", "error", "recovery", "cluster", "keras"}
+        == {
+            "ok",
+            "enabled",
+            "settings",
+            "warnings",
+            "error",
+            "recovery",
+            "cluster",
+            "keras",
+            "gpu_support",
+            "kernel_cache",
+        }
     )
     assert bad["ok"] is False and bad["warnings"] == [] and "TF_GPU_MEM_LIMIT" in bad["error"]
 

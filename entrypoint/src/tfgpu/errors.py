@@ -74,12 +74,16 @@ class GpuUnavailableError(TfgpuError):
 
     exit_code = EXIT_UNAVAILABLE
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, fix: str = "") -> None:
         self.reason = reason
+        self.fix = fix  # "" : no GPU at all, the message's own advice
         super().__init__(
             f"TF_GPU_REQUIRED=true, but no usable GPU: {reason}. "
-            "Start the container with a GPU (docker run --gpus all …), or unset TF_GPU_REQUIRED "
-            "to run on the CPU."
+            + (
+                fix
+                or "Start the container with a GPU (docker run --gpus all …), or unset "
+                "TF_GPU_REQUIRED to run on the CPU."
+            )
         )
 
 

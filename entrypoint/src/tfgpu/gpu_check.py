@@ -16,6 +16,7 @@ import sys
 from tfgpu import __version__, gpu_report, interpreter, libs, tegra
 from tfgpu.device_plan import make_plan
 from tfgpu.errors import EXIT_BROKEN, EXIT_CONFIG, EXIT_OK, ConfigError, GpuUnavailableError
+from tfgpu.gpu_verdicts import REQUIRED_FIX
 from tfgpu.preflight import run_preflight
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
@@ -121,9 +122,12 @@ def _preflight_step(
     environ: Mapping[str, str],
     report: NvmlReport,
     problems: List[Problem],
+    gpu_part: Dict[str, Any],
 ) -> tuple[Optional[Plan], Optional[ConfigError], bool]:
     """`tfgpu run`'s preflight against the GPUs NVML reports: the plan, a configuration the
-    hardware refutes, and whether TF_GPU_REQUIRED=true finds no usable GPU."""
+    hardware refutes, and whether TF_GPU_REQUIRED=true finds no usable GPU. A GPU that this
+    TensorFlow's kernels cannot run on, or are known to fail on, is an error here (a warning at
+    `tfgpu run`'s door); `gpu_part` gets each GPU's verdict and the kernel cache."""
     if settings is None or not settings.enabled:
         if not report.found:
             problems.append(Problem(WARNING, f"no GPU: {report.error}"))
@@ -136,9 +140,15 @@ def _preflight_step(
         return None, e, False
     except GpuUnavailableError as e:
         problems += getattr(e, "problems", [])
-        problems.append(Problem(ERROR, e.reason, NO_GPU_FIX))
+        problems.append(Problem(ERROR, e.reason, e.fix or NO_GPU_FIX))
         return make_plan(settings, []), None, True  # what the child still applies: no GPU
+    for problem in preflight.arch_problems:
+        if problem.fix == REQUIRED_FIX:
+            problem.severity = ERROR
     problems += preflight.problems
+    gpu_part["support"] = [v.as_json(environ.get("TFGPU_IMAGE_TF", "")) for v in preflight.verdicts]
+    gpu_part["notes"] = preflight.notes
+    gpu_part["kernel_cache"] = preflight.cache.as_json() if preflight.cache else None
     return preflight.plan, None, False
 
 
@@ -220,7 +230,8 @@ def collect(
     settings, config_error = _settings_step(environ, problems)
     report = gpu_report.read(environ)  # on a Jetson, Tegra's facts: no NVML there
     # the plan is resolved against the GPUs NVML reports, as `tfgpu run` does
-    plan, refuted, gpu_unavailable = _preflight_step(settings, environ, report, problems)
+    gpu_part: Dict[str, Any] = {"support": [], "notes": [], "kernel_cache": None}
+    plan, refuted, gpu_unavailable = _preflight_step(settings, environ, report, problems, gpu_part)
     config_error = config_error or refuted
     result = _child_step(environ, config_error, gpu_unavailable, child)
     tf_json, applied = _tensorflow_step(result, environ, config_error, gpu_unavailable, problems)
@@ -237,6 +248,8 @@ def collect(
         "libraries": lib_json,
         "driver": report.driver_json(),
         "gpus": [g.as_json() for g in report.gpus],
+        "gpu_support": gpu_part["support"],
+        "kernel_cache": gpu_part["kernel_cache"],
         **tegra.json_part(report),
         "hook": {
             "installed": pth is not None,
@@ -291,10 +304,17 @@ def render(doc: Dict[str, Any], out: TextIO) -> None:
             else f"NVIDIA driver: {d['error']}\n"
         )
     for g in doc["gpus"]:
+        cc = (
+            f", compute capability {g['compute_capability']}" if g.get("compute_capability") else ""
+        )
         w(
             f"  GPU {g['index']}: {g['name']}, {int(g['total_mib'])} MiB total, "
-            f"{int(g['free_mib'])} MiB free\n"
+            f"{int(g['free_mib'])} MiB free{cc}\n"
         )
+    for v in doc.get("gpu_support") or []:
+        w(f"  GPU {v['index']}, {v['summary']}\n")
+    if doc.get("kernel_cache"):
+        w(f"  {doc['kernel_cache']['summary']}\n")
     h = doc["hook"]
     fired = (
         "fired on import tensorflow" if h["active"] else "did not fire (check applied the settings)"

@@ -61,7 +61,9 @@ IMAGE = (
     "TFGPU_IMAGE_DRIVER_MIN",
     "TFGPU_IMAGE_DRIVER_MIN_COMPAT",
     "TFGPU_IMAGE_DEFAULTS",
-    "TFGPU_IMAGE_CONSTRAINTS",  # issue 29: the path of the image's pip constraints file
+    "TFGPU_IMAGE_CONSTRAINTS",  # the path of the image's pip constraints file
+    "TFGPU_IMAGE_GPU_ARCHES",  # tfgpu.gpu_support: the wheel's SASS/PTX architectures
+    "TFGPU_IMAGE_GPU_FAILURES",  # tfgpu.gpu_support: its known failures (images/gpus.yaml)
 )
 # Set by the runtime for its own children, or read by it for tests and state.
 INTERNAL = (
@@ -122,7 +124,9 @@ COMMON_NATIVE = (
     "CUDA_VERSION",  # the NVIDIA CUDA base images set it
     "CUDA_DEVICE_ORDER",
     "CUDA_MODULE_LOADING",
-    "CUDA_CACHE_PATH",
+    "CUDA_CACHE_PATH",  # the driver's compute cache (tfgpu.kernel_cache)
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_CACHE_DISABLE",
 )
 # Kubernetes sets it in each pod of an Indexed Job; the worker index defaults to it.
 JOB_INDEX = "JOB_COMPLETION_INDEX"

@@ -1,6 +1,7 @@
 """Checks before the user's command starts, without TensorFlow: settings against the
-GPUs NVML reports, the driver against the image's CUDA, TF_GPU_REQUIRED (and /dev/shm, only
-for a caller that asks: see tfgpu.shm).
+GPUs NVML reports, the driver against the image's CUDA, each GPU's architecture against the
+image's TensorFlow (tfgpu.gpu_verdicts), TF_GPU_REQUIRED (and /dev/shm, only for a caller that
+asks: see tfgpu.shm).
 
 Raises ConfigError (exit 78) for settings the hardware refutes, GpuUnavailableError
 (exit 69) when a GPU is required and none is usable; everything else is a Problem.
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional
 
     from tfgpu.device_plan import Plan
+    from tfgpu.gpu_verdicts import GpuFindings, GpuVerdict
+    from tfgpu.kernel_cache import KernelCache
     from tfgpu.nvml import Gpu, NvmlReport
     from tfgpu.settings import Settings
 
@@ -29,6 +32,10 @@ class Preflight:
         self.gpus = gpus  # visible GPUs in CUDA's order (None = exists, size unknown)
         self.plan = plan
         self.problems: List[Problem] = []
+        self.verdicts: List[GpuVerdict] = []  # each visible GPU's architecture, judged
+        self.arch_problems: List[Problem] = []  # those of self.problems that the verdicts raise
+        self.notes: List[str] = []  # for the summary: PTX JIT and where its kernels are kept
+        self.cache: Optional[KernelCache] = None  # inspected when a GPU needs the PTX JIT
 
 
 def why_no_gpu(
@@ -70,6 +77,12 @@ def run_preflight(
 
         problems += check_driver(report.driver_version, settings.image, [g for g in report.gpus])
     driver_unusable = any(p.severity == ERROR for p in problems)
+    gpu: Optional[GpuFindings] = None
+    if report.found and any(g is not None and g.compute_capability for g in gpus):
+        from tfgpu import gpu_verdicts  # ~0.5 ms (-X importtime): with a GPU in sight only
+
+        gpu = gpu_verdicts.assess(gpus, environ, build_info or _build_info)
+        problems += gpu.problems
     if settings.required:
         if no_gpu is None and driver_unusable:
             no_gpu = "the NVIDIA driver is too old for this image's CUDA (see above)"
@@ -77,6 +90,12 @@ def run_preflight(
             info = build_info()
             if info is not None and not info.get("is_cuda_build"):
                 no_gpu = "the installed TensorFlow is a CPU-only build (tensorflow-cpu)"
+        if no_gpu is None and gpu is not None and gpu.unusable is not None:
+            from tfgpu.gpu_verdicts import UNUSABLE_FIX  # (not a cost): imported above
+
+            err = GpuUnavailableError(gpu.unusable, UNUSABLE_FIX)
+            err.problems = problems  # type: ignore[attr-defined]
+            raise err
         if no_gpu is not None:
             err = GpuUnavailableError(no_gpu)
             err.problems = problems  # type: ignore[attr-defined]
@@ -92,6 +111,10 @@ def run_preflight(
     result = Preflight(report, gpus, plan)
     if no_gpu is not None and not settings.hide_gpus:  # a parameter server's is by design
         problems.append(Problem(WARNING, f"no GPU: {no_gpu}; TensorFlow will run on the CPU"))
+    if gpu is not None and not settings.hide_gpus:  # a parameter server uses no GPU
+        result.verdicts, result.notes, result.cache = gpu.verdicts, gpu.notes, gpu.cache
+        result.arch_problems = gpu.arch_problems
+        problems += gpu.arch_problems
     problems += [Problem(WARNING, w) for w in plan.warnings]
     if shm_path is not None:  # imported only then: `tfgpu run` does not ask (~0.7 ms, importtime)
         from tfgpu.shm import shm_problem
@@ -101,3 +124,11 @@ def run_preflight(
             problems.append(shm)
     result.problems = problems
     return result
+
+
+def _build_info() -> "Optional[Dict[str, object]]":
+    """The installed TensorFlow's build facts, for an image that does not name its architectures
+    (one not built by the kit)."""
+    from tfgpu import tfbuild  # ~0.13 ms (-X importtime): outside a kit image only
+
+    return tfbuild.build_info()

@@ -49,6 +49,8 @@ def prepare(environ: "Mapping[str, str]") -> "Dict[str, str]":
         if gpus:
             _say(gpus)
         _say(describe_plan(pf.plan.as_json(), settings))
+        for note in pf.notes:  # PTX JIT, and where the compiled kernels are kept
+            _say(note)
     for problem in pf.problems:
         _say(str(problem))
     # Variables tfgpu adds (not ones the user set) are listed, so that `tfgpu show` in the command's

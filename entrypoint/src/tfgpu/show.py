@@ -13,7 +13,12 @@ from tfgpu.summary import describe_plan
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Dict, Mapping, Optional, TextIO
+    from typing import Dict, List, Mapping, Optional, TextIO, Tuple
+
+    from tfgpu.gpu_verdicts import GpuVerdict
+    from tfgpu.kernel_cache import KernelCache
+    from tfgpu.problems import Problem
+    from tfgpu.settings import Settings
 
 
 def show(
@@ -36,6 +41,8 @@ def show(
                 "recovery": None,
                 "cluster": None,
                 "keras": None,
+                "gpu_support": [],
+                "kernel_cache": None,
             }
             out.write(json.dumps(doc) + "\n")
         sys.stderr.write(f"tfgpu: error: {e}\n")
@@ -66,6 +73,12 @@ def show(
         jetson = tegra.query(environ)
         if jetson is not None:  # a Jetson: what percentages are taken of
             doc.update(tegra.json_part(jetson))
+        doc["gpu_support"], doc["kernel_cache"] = [], None
+        if settings.enabled:
+            verdicts, _, cache = _gpus(settings, environ)
+            tf = environ.get("TFGPU_IMAGE_TF", "")
+            doc["gpu_support"] = [v.as_json(tf) for v in verdicts]
+            doc["kernel_cache"] = cache.as_json()
         out.write(json.dumps(doc, indent=2) + "\n")
         return EXIT_OK
     if not settings.enabled:
@@ -88,9 +101,32 @@ def show(
     jetson = tegra.query(environ)
     if jetson is not None:  # a Jetson: what percentages are taken of
         out.write("".join(f"{line}\n" for line in tegra.facts_lines(jetson.tegra_json())))
+    verdicts, problems, cache = _gpus(settings, environ)
+    for v in verdicts:
+        out.write(
+            f"gpu {v.index}: {v.gpu.name}, {v.verdict.describe(environ.get('TFGPU_IMAGE_TF', ''))}"
+            "\n"
+        )
+    out.write(f"{cache.describe()}\n")
     for w in warnings:
         out.write(f"warning: {w}\n")
+    for problem in problems:
+        out.write(f"{problem}\n")
     return EXIT_OK
+
+
+def _gpus(
+    settings: Settings, environ: Mapping[str, str]
+) -> Tuple[List[GpuVerdict], List[Problem], KernelCache]:
+    """What each visible GPU means for this TensorFlow (NVML; nothing without a driver), and the
+    kernel cache the driver would use."""
+    # ~6 ms (-X importtime; nvml's import of pynvml runs only with a driver): `show` only
+    from tfgpu import gpu_report, gpu_verdicts, kernel_cache, nvml
+
+    report = gpu_report.read(environ)
+    gpus, _ = nvml.visible_gpus(report, settings.visible_devices, environ.get("CUDA_DEVICE_ORDER"))
+    verdicts, problems = gpu_verdicts.judge_gpus(gpus if report.found else [], environ)
+    return verdicts, problems, kernel_cache.inspect(environ)
 
 
 def _installed(distribution: str) -> Optional[str]:
