@@ -6,9 +6,15 @@ Verdicts, in order of preference:
   (12.x >= 525.60.13, 11.x >= 450.80.02, 13.x >= 580). Works, except that PTX produced by the newer
   toolkit cannot be JIT-compiled by the older driver: a GPU whose architecture the build covers only
   as PTX (e.g. H100, sm_90, with TF 2.21's compute_90) then fails.
+- known to fail: the driver would run it, but users or maintainers report that TensorFlow's own
+  kernels fail on this GPU (images/gpus.yaml).
 - forward compatibility: the cuda-compat package of the image's CUDA on this driver branch
   (data-centre GPUs only); the image does not ship it, so this counts as "cannot run as built".
 - does not run.
+
+With an architecture, two columns besides: how TensorFlow's own kernels reach it and how XLA does
+(tfgpu.gpu_support's rule, the one the runtime in the image applies): native, PTX JIT (not reported
+either way, unless a failure is), known to fail, no kernels.
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from tfgpu import gpu_support
+
 from tfgpu_kit.cudagap import Requirements, requirements
 from tfgpu_kit.spec import Spec, TensorFlowBuild
-from tfgpu_kit.versions import Arch, Version, is_branch_only, parse_arch_code
+from tfgpu_kit.versions import Arch, Version, is_branch_only
 
 
 class Verdict(enum.StrEnum):
     NATIVE = "native"
     MINOR_COMPAT = "minor-version compatibility"
+    KNOWN_FAILURE = "known to fail"
     FORWARD_COMPAT = "needs forward compatibility"
     NO = "does not run"
 
@@ -39,17 +48,26 @@ class ArchCoverage(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+_COVERAGE = {
+    gpu_support.NATIVE: ArchCoverage.SASS,
+    gpu_support.PTX_JIT: ArchCoverage.PTX,
+    gpu_support.NO_KERNELS: ArchCoverage.NONE,
+    gpu_support.UNKNOWN: ArchCoverage.UNKNOWN,
+}
+
+
+def support(spec: Spec, tf: str, arch: Arch) -> gpu_support.Verdict:
+    """What TensorFlow `tf`'s build means for GPUs of `arch` (Spec.gpu_support)."""
+    return spec.gpu_support(tf, (arch.major, arch.minor))
+
+
 def arch_coverage(build: TensorFlowBuild, arch: Arch) -> ArchCoverage:
     """How the build covers `arch`: SASS for the same major at or below its minor, else PTX at or
     below it (JIT), else not at all."""
     if build.arches is None:
         return ArchCoverage.UNKNOWN
-    sass = (parse_arch_code(code)[1] for code in build.arches.sass)
-    if any(code.major == arch.major and code.minor <= arch.minor for code in sass):
-        return ArchCoverage.SASS
-    if any(parse_arch_code(code)[1] <= arch for code in build.arches.ptx):
-        return ArchCoverage.PTX
-    return ArchCoverage.NONE
+    sass, ptx = gpu_support.parse_arches([*build.arches.sass, *build.arches.ptx])
+    return _COVERAGE[gpu_support.reach(sass, ptx, (arch.major, arch.minor))]
 
 
 @dataclass
@@ -68,6 +86,25 @@ class Assessment:
     # with an arch: a TensorFlow newer than `newest_runnable` that the driver runs but whose
     # architectures are unknown (not assessed for `arch`, so not recommended)
     newest_unassessed: str | None = None
+    support: gpu_support.Verdict | None = None  # with an arch: kernels, XLA, failures
+    # with an arch, for a version that fails there: the nearest older and newer that do not
+    nearest: dict[str, str | None] = field(default_factory=dict)
+    # the reasons that are known failures (also in `reasons`): a table gives them as footnotes
+    failure_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def jit(self) -> bool:
+        """The driver JIT-compiles TensorFlow's kernels from PTX for this GPU (slow first start)."""
+        return (
+            self.support is not None
+            and self.support.reach == gpu_support.PTX_JIT
+            and self.verdict is not Verdict.NO
+            and not self.ptx_jit_failure
+        )
+
+    def part(self, part: str) -> str:
+        """gpu_support's status of TensorFlow's kernels or XLA here; "" without an arch."""
+        return self.support.part_status(part) if self.support is not None else ""
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -82,9 +119,22 @@ class Assessment:
             "verdict": self.verdict.value,
             "runs": self.verdict.runs,
             "ptx_jit_failure": self.ptx_jit_failure,
+            "kernels": self._part_json(gpu_support.KERNELS),
+            "xla": self._part_json(gpu_support.XLA),
+            "jit": self.jit,
             "reasons": self.reasons,
             "newest_runnable_tensorflow": self.newest_runnable,
             "newest_unassessed_tensorflow": self.newest_unassessed,
+            "nearest_not_failing": self.nearest or None,
+        }
+
+    def _part_json(self, part: str) -> dict[str, object] | None:
+        if self.support is None:
+            return None
+        failure = self.support.failure(part)
+        return {
+            "status": self.support.part_status(part),
+            "failure": failure.as_json() if failure is not None else None,
         }
 
 
@@ -98,7 +148,6 @@ def _driver_verdict(req: Requirements, driver: Version) -> Verdict:
 
 def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> Assessment:
     req = requirements(spec, tf)
-    build = spec.matrix.tensorflow[tf]
     verdict = _driver_verdict(req, driver)
     result = Assessment(tf, req, driver, verdict, arch=arch)
     cuda = req.cuda
@@ -112,26 +161,10 @@ def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> As
     }
     result.reasons.append(why[verdict])
     if arch is not None:
-        result.coverage = arch_coverage(build, arch)
-        if result.coverage is ArchCoverage.NONE:
-            result.verdict = Verdict.NO
-            result.reasons.append(f"TensorFlow {tf} ships no kernels that run on {arch}")
-        elif result.coverage is ArchCoverage.UNKNOWN:
-            result.reasons.append(
-                f"SASS/PTX architectures of TensorFlow {tf} unknown: {arch} not assessed"
-            )
-        elif result.coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT:
-            result.ptx_jit_failure = True
-            result.verdict = Verdict.NO
-            result.reasons.append(
-                f"{arch} only has PTX, and PTX from CUDA {cuda} cannot be JIT-compiled by an older"
-                " driver: fails under minor-version compatibility"
-            )
-        elif result.coverage is ArchCoverage.PTX:
-            result.reasons.append(f"{arch} runs through PTX JIT (slower first start)")
+        _judge_arch(spec, result, arch)
     forward = spec.matrix.forward_compat.get(str(driver.major))
     if (
-        not result.verdict.runs
+        result.verdict is Verdict.NO
         and forward is not None
         and cuda >= Version.parse(forward.from_cuda)
         and result.coverage is not ArchCoverage.NONE
@@ -148,7 +181,66 @@ def assess(spec: Spec, tf: str, driver: Version, arch: Arch | None = None) -> As
     if not result.verdict.runs:
         result.newest_runnable = newest_runnable(spec, driver, arch)
         result.newest_unassessed = newest_unassessed(spec, driver, arch)
+        if arch is not None:
+            result.nearest = nearest_not_failing(spec, tf, driver, arch)
     return result
+
+
+def _judge_arch(spec: Spec, result: Assessment, arch: Arch) -> None:
+    """The architecture's part of `result`: coverage, known failures, the PTX JIT's limits."""
+    tf, cuda = result.tensorflow, result.req.cuda
+    driver_verdict = result.verdict
+    result.support = support(spec, tf, arch)
+    result.coverage = _COVERAGE[result.support.reach]
+    kernels = result.support.failure(gpu_support.KERNELS)
+    xla = result.support.failure(gpu_support.XLA)
+    if result.coverage is ArchCoverage.NONE:
+        result.verdict = Verdict.NO
+        result.reasons.append(
+            f"TensorFlow {tf} ships no kernels that run on {arch} ({result.support.codes()})"
+        )
+    elif result.coverage is ArchCoverage.UNKNOWN:
+        result.reasons.append(
+            f"SASS/PTX architectures of TensorFlow {tf} unknown: {arch} not assessed"
+        )
+    elif result.coverage is ArchCoverage.PTX and driver_verdict is Verdict.MINOR_COMPAT:
+        result.ptx_jit_failure = True
+        result.verdict = Verdict.NO
+        result.reasons.append(
+            f"{arch} only has PTX, and PTX from CUDA {cuda} cannot be JIT-compiled by an older"
+            " driver: fails under minor-version compatibility"
+        )
+    elif result.coverage is ArchCoverage.PTX and kernels is None:
+        result.reasons.append(
+            f"{arch} runs through PTX JIT ({result.support.codes().split()[-1]}): not reported to"
+            " work or fail; slow first start unless the compiled kernels are kept (the kit's"
+            f" images keep them in {spec.gpus.kernel_cache.path})"
+        )
+    if kernels is not None and result.verdict.runs:
+        result.verdict = Verdict.KNOWN_FAILURE
+    for failure in (kernels, xla):
+        if failure is not None:
+            text = (
+                f"{gpu_support.PART_NAMES[failure.part]} fail on {arch}: {failure.what}"
+                f" ({failure.why})"
+            )
+            result.reasons.append(text)
+            result.failure_reasons.append(text)
+
+
+def _fails(spec: Spec, tf: str, driver: Version, arch: Arch | None) -> tuple[bool, bool]:
+    """(the driver runs `tf`, and its kernels do not fail or lack on `arch`; its coverage of
+    `arch` is unknown)."""
+    verdict = _driver_verdict(requirements(spec, tf), driver)
+    if arch is None:
+        return verdict.runs, False
+    judged = support(spec, tf, arch)
+    fails = (
+        judged.reach == gpu_support.NO_KERNELS
+        or judged.failure(gpu_support.KERNELS) is not None
+        or (judged.reach == gpu_support.PTX_JIT and verdict is Verdict.MINOR_COMPAT)
+    )
+    return verdict.runs and not fails, judged.reach == gpu_support.UNKNOWN
 
 
 def _newest(
@@ -159,22 +251,36 @@ def _newest(
     whose coverage of `arch` is unknown)."""
     known: list[Version] = []
     unknown: list[Version] = []
-    for tf, build in spec.matrix.tensorflow.items():
-        verdict = _driver_verdict(requirements(spec, tf), driver)
-        coverage = arch_coverage(build, arch) if arch is not None else None
-        fails = coverage is ArchCoverage.NONE or (
-            coverage is ArchCoverage.PTX and verdict is Verdict.MINOR_COMPAT
-        )
-        if verdict.runs and not fails:
-            (unknown if coverage is ArchCoverage.UNKNOWN else known).append(Version.parse(tf))
+    for tf in spec.matrix.tensorflow:
+        runs, unassessed = _fails(spec, tf, driver, arch)
+        if runs:
+            (unknown if unassessed else known).append(Version.parse(tf))
     return max(known, default=None), max(unknown, default=None)
+
+
+def nearest_not_failing(spec: Spec, tf: str, driver: Version, arch: Arch) -> dict[str, str | None]:
+    """The matrix versions nearest to `tf`, older and newer, that this driver runs and whose kernels
+    are neither missing nor known to fail on `arch` (coverage known)."""
+    this = Version.parse(tf)
+    good = [
+        Version.parse(other)
+        for other in spec.matrix.tensorflow
+        if _fails(spec, other, driver, arch) == (True, False)
+    ]
+    older = max((v for v in good if v < this), default=None)
+    newer = min((v for v in good if v > this), default=None)
+    return {
+        "older": str(older) if older else None,
+        "newer": str(newer) if newer else None,
+    }
 
 
 def newest_runnable(spec: Spec, driver: Version, arch: Arch | None) -> str | None:
     """The newest TensorFlow in the matrix this driver runs (natively or by minor compatibility).
 
-    With `arch`, only versions whose SASS/PTX coverage of it is known to work count: one whose
-    architectures are unknown (`arches: null`) is not recommended (see `newest_unassessed`)."""
+    With `arch`, only versions whose SASS/PTX coverage of it is known and not known to fail count:
+    one whose architectures are unknown (`arches: null`) is not recommended (see
+    `newest_unassessed`)."""
     newest, _ = _newest(spec, driver, arch)
     return str(newest) if newest is not None else None
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from tfgpu import gpu_support
+
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import local_driver
 from tfgpu_kit import spec as specs
@@ -75,10 +77,15 @@ def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
 
 
 def _alternatives(r: rules.Assessment) -> str:
-    """What to use instead of a version that does not run: the newest known to run and, with an
-    arch, a newer one that the driver runs but whose coverage of the arch is unknown."""
+    """What to use instead of a version that does not run: the nearest that do not fail on the
+    arch, the newest known to run and, with an arch, a newer one that the driver runs but whose
+    coverage of the arch is unknown."""
+    text = ""
+    if r.nearest:
+        near = [f"{v} ({side})" for side, v in r.nearest.items() if v]
+        text += f"; nearest not known to fail on {r.arch}: {' or '.join(near) or 'none'}"
     runs = f"known to run on {r.arch}" if r.arch else "that runs"
-    text = f"; newest TensorFlow {runs}: {r.newest_runnable or 'none'}"
+    text += f"; newest TensorFlow {runs}: {r.newest_runnable or 'none'}"
     if r.newest_unassessed:
         text += (
             f"; {r.newest_unassessed} runs on driver {r.driver} but is not assessed for {r.arch}"
@@ -88,6 +95,7 @@ def _alternatives(r: rules.Assessment) -> str:
 
 
 def _print_json(
+    spec: specs.Spec,
     results: list[rules.Assessment],
     driver: Version,
     arch: Arch | None,
@@ -98,6 +106,7 @@ def _print_json(
         {
             "driver": str(driver),
             "gpu_arch": str(arch) if arch else None,
+            "gpus": spec.gpus.architectures.get(f"{arch.major}.{arch.minor}") if arch else None,
             "results": [
                 {
                     **r.as_json(),
@@ -106,28 +115,104 @@ def _print_json(
                 }
                 for r in results
             ],
+            "ptx_jit": _jit_json(spec) if any(r.jit for r in results) else None,
         }
     )
 
 
+def _jit_json(spec: specs.Spec) -> dict[str, object]:
+    """What the PTX JIT costs, as reported, and where the kit's images keep its kernels."""
+    jit = spec.gpus.ptx_jit
+    return {
+        "warning": jit.warning,
+        "reports": [{"source": r.source, "says": r.says} for r in jit.reports],
+        "kernel_cache": spec.gpus.kernel_cache.model_dump(),
+    }
+
+
+# what each column says of gpu_support's statuses
+_KERNELS = {
+    gpu_support.NATIVE: "native (SASS)",
+    gpu_support.PTX_JIT: "PTX JIT, not reported",
+    gpu_support.KNOWN_FAILURE: "KNOWN TO FAIL",
+    gpu_support.NO_KERNELS: "no kernels",
+    gpu_support.UNKNOWN: "unknown",
+}
+# XLA compiles for the GPU itself: where TensorFlow's kernels are native it is TensorFlow's tested
+# ground; on a GPU newer than the build's SASS nothing is reported either way
+_XLA = {**_KERNELS, gpu_support.NATIVE: "native", gpu_support.PTX_JIT: "not reported"}
+
+
+def _verdict_words(r: rules.Assessment) -> str:
+    if not r.verdict.runs:
+        return r.verdict.value
+    words = "runs through PTX JIT: slow first start" if r.jit else "runs"
+    if r.verdict is rules.Verdict.MINOR_COMPAT:
+        words += " (minor-version compatibility)"
+    if r.part(gpu_support.XLA) == gpu_support.KNOWN_FAILURE:
+        words += "; XLA known to fail"
+    return words
+
+
 def _print_table(
-    results: list[rules.Assessment], driver: Version, arch: Arch | None, requested: dict[str, str]
+    spec: specs.Spec,
+    results: list[rules.Assessment],
+    driver: Version,
+    arch: Arch | None,
+    requested: dict[str, str],
 ) -> None:
-    table(
-        f"driver {driver}" + (f", GPU {arch}" if arch else ""),
-        ["TensorFlow", "CUDA", "verdict", "why"],
-        [
+    gpus = spec.gpus.architectures.get(f"{arch.major}.{arch.minor}") if arch else None
+    title = f"driver {driver}" + (f", GPU {arch}" if arch else "") + (f" ({gpus})" if gpus else "")
+    with_arch = arch is not None
+    columns = ["TensorFlow", "CUDA", "verdict"]
+    if with_arch:
+        columns += [f"kernels on {arch}", f"XLA on {arch}"]
+    footnotes: dict[tuple[str, str], dict[str, str]] = {}  # (part, what) -> {TensorFlow: why}
+
+    def cell(r: rules.Assessment, part: str, words: dict[str, str]) -> str:
+        status = r.part(part)
+        failure = r.support.failure(part) if r.support is not None else None
+        if failure is None:
+            return words[status]
+        notes = footnotes.setdefault((failure.part, failure.what), {})
+        notes[r.tensorflow] = failure.why
+        return f"{words[status]} [{list(footnotes).index((failure.part, failure.what)) + 1}]"
+
+    rows = []
+    for r in results:
+        rows.append(
             [
                 f"{requested[r.tensorflow]} (as {r.tensorflow})"
                 if r.tensorflow in requested
                 else r.tensorflow,
                 str(r.req.cuda),
-                r.verdict.value,
-                "; ".join(r.reasons) + ("" if r.verdict.runs else _alternatives(r)),
+                _verdict_words(r),
+                *(
+                    [cell(r, gpu_support.KERNELS, _KERNELS), cell(r, gpu_support.XLA, _XLA)]
+                    if with_arch
+                    else []
+                ),
+                "; ".join(x for x in r.reasons if x not in r.failure_reasons)
+                + ("" if r.verdict.runs else _alternatives(r)),
             ]
-            for r in results
-        ],
-    )
+        )
+    table(title, [*columns, "why"], rows)
+    for number, ((part, what), by_version) in enumerate(footnotes.items(), 1):
+        print(f"[{number}] {gpu_support.PART_NAMES[part]} on {arch}: {what}")
+        for tf, why in by_version.items():
+            print(f"    {tf}: {why}")
+    if any(r.jit for r in results):
+        jit = spec.gpus.ptx_jit
+        print(f"PTX JIT: TensorFlow warns: {jit.warning}")
+        for report_ in jit.reports:
+            print(f"  {report_.source}: {report_.says}")
+        cache = spec.gpus.kernel_cache
+        print(
+            f"  The kit's images keep the compiled kernels: CUDA_CACHE_PATH={cache.path},"
+            f" CUDA_CACHE_MAXSIZE={cache.max_bytes}; put a volume there (compose.yaml does,"
+            " ./kit k8s --kernel-cache) so that they outlive the container. A driver upgrade"
+            " empties it (docs/gpus.md)."
+        )
     for r in results:
         if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
             log.warning(
@@ -161,9 +246,9 @@ def report(
         driver, arch = _local(arch)
     results = [rules.assess(spec, tf, driver, arch) for tf in versions]
     if as_json:
-        _print_json(results, driver, arch, requested, notes)
+        _print_json(spec, results, driver, arch, requested, notes)
     else:
-        _print_table(results, driver, arch, requested)
+        _print_table(spec, results, driver, arch, requested)
     bad = [r for r in results if not r.verdict.runs]
     if bad:
         log.error(

@@ -1,6 +1,6 @@
 """`build.py render`: one Dockerfile per image from templates/ (Jinja2, StrictUndefined), written
-under one folder (dockerfiles/; dockerfiles/l4t/ for images/l4t.yaml's), or compared with what is
-there (--check)."""
+under one folder (dockerfiles/; dockerfiles/l4t/ for images/l4t.yaml's), and the README's GPU table
+(matrix_table.gpu_table), or each compared with what is there (--check)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jinja2
 
-from tfgpu_kit import catalog, templating
+from tfgpu_kit import catalog, matrix_table, templating
 from tfgpu_kit import spec as specs
 from tfgpu_kit.catalog import JETSON, Image
 from tfgpu_kit.errors import EXIT_FAILED, SpecError, UsageError
@@ -140,8 +140,11 @@ def render_or_check(out_arg: Path, *, check: bool) -> int:
         # not N "missing" files: the folder to compare with is not there
         raise FileNotFoundError(errno.ENOENT, "no such directory", str(out_arg))
     rendered = render_all(spec, catalog.every_image(spec), out)
+    table = matrix_table.readme_gpu_table(spec, check=check)
+    if table is not None and not check:
+        raise SpecError(table)
     if check:
-        problems = stale(rendered, out)
+        problems = stale(rendered, out) + ([table] if table else [])
         for problem in problems:
             print(problem)
         if problems:
@@ -150,7 +153,7 @@ def render_or_check(out_arg: Path, *, check: bool) -> int:
                 len(problems),
             )
             return EXIT_FAILED
-        log.info("%d Dockerfiles up to date", len(rendered))
+        log.info("%d Dockerfiles and the README's GPU table up to date", len(rendered))
         return 0
     written = write(rendered)
     for path in written:
