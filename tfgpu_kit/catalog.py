@@ -9,6 +9,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tfgpu import gpu_support
+
 from tfgpu_kit import cudagap, name_rules
 from tfgpu_kit.errors import SpecError, UsageError
 from tfgpu_kit.locks import wheel_locks
@@ -263,6 +265,18 @@ def _cuda(gap: cudagap.Gap) -> Cuda:
     return Cuda(gap.source.value, str(gap.cuda), str(gap.cudnn), gap.wheels, gap.describe(), detail)
 
 
+def gpu_facts(spec: Spec, tensorflow: str) -> dict[str, object]:
+    """What an image tells the runtime of the GPUs its TensorFlow serves (templates' gpu-env):
+    the wheel's SASS/PTX codes, its known failures (in tfgpu.gpu_support's form), the kernel
+    cache."""
+    build = spec.matrix.tensorflow[tensorflow]
+    return {
+        "arches": " ".join([*build.arches.sass, *build.arches.ptx]) if build.arches else None,
+        "failures": gpu_support.format_failures(spec.gpus.failures(tensorflow)),
+        "cache": spec.gpus.kernel_cache,
+    }
+
+
 def with_requirements(spec: Spec, image: Image, req: cudagap.Requirements) -> Image:
     """`image` of images.yaml with what its TensorFlow needs (`req`): where its CUDA comes from,
     the wheels it adds, its composite tag and the facts its partials read."""
@@ -273,6 +287,7 @@ def with_requirements(spec: Spec, image: Image, req: cudagap.Requirements) -> Im
         "recipe": None if image.slim else spec.base_recipe(image.tensorflow),
         "slim_base": spec.bases.slim if image.slim else None,
         "jupyter": image.variant.jupyter if image.variant else None,
+        "gpu": gpu_facts(spec, image.tensorflow),
     }
     return dataclasses.replace(
         image,
@@ -336,7 +351,12 @@ def jetson_images(spec: Spec) -> list[Image]:
                 base_locked=False,
                 partials=partials(f"{JETSON}-", apt=False, jupyter=False),
                 # the shared partials read gap.wheels: JetPack's CUDA, none added
-                facts={"jetson": entry, "gap": {"wheels": ()}, "slim_base": None},
+                facts={
+                    "jetson": entry,
+                    "gap": {"wheels": ()},
+                    "slim_base": None,
+                    "gpu": {"arches": None, "failures": "", "cache": spec.gpus.kernel_cache},
+                },
                 cmd=tuple(entry.cmd),
                 cuda=Cuda("base", entry.cuda, entry.cudnn, (), summary, detail),
                 jetson=entry,
