@@ -72,6 +72,7 @@ DEFAULTS = {
     "checkpoint_claim": "train-checkpoints",
     "max_restarts": "3",
     "ps": "1",
+    "kernel_cache": "emptydir",
 }
 # an example for each free-text flag, for the control-character refusal
 EXAMPLES = {
@@ -90,6 +91,7 @@ EXAMPLES = {
     "cpu": "2",
     "memory": "16Gi",
     "queue": "team-a",
+    "kernel_cache": "pvc:tfgpu-kernels",
 }
 
 
@@ -129,6 +131,7 @@ class Flags:
     ps: str | None
     trainer: bool
     queue: str | None
+    kernel_cache: str | None
     cpu: str
     memory: str
     uid: str | None

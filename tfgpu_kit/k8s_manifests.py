@@ -114,6 +114,9 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
     env = cast("list[tuple[str, str]]", kit["env"])
     if not workload.gpu:  # no GPU: the caps would only draw the runtime's no-GPU warning
         env = [(name, value) for name, value in env if name not in CAPS]
+    cache = cast("dict[str, object] | None", kit["kernel_cache"]) if workload.gpu else None
+    if cache is not None:  # the mount and the driver's variables agree, whatever the image sets
+        env = [*env, *cast("list[tuple[str, str]]", cache["env"])]
     container = {
         **vars(workload),
         "env": env,
@@ -121,6 +124,7 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
         "ports": ports,
         "restart_policy": "Never" if kind == "job" else None,
         "checkpoint_path": CHECKPOINT_PATH,
+        "kernel_cache": cache,
     }
     return {"kit": kit, "c": container, "labels": labels}
 
@@ -230,6 +234,8 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         # an emptyDir, so that it outlives the container restarts it causes
         "recovery": contract.recovery,
         "livez": _livez_probe(contract),
+        # the driver's compute cache on a volume in every GPU pod (None: none)
+        "kernel_cache": _kernel_cache(flags, contract.env),
         **LIVEZ_PROBES,
     }
     outputs: list[tuple[str, str]] = []
@@ -286,6 +292,59 @@ def _is_loopback(addr: str) -> bool:
         return False  # not an address: the runtime's parser has refused it already
     mapped = getattr(ip, "ipv4_mapped", None)
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+# --kernel-cache: where the driver's compute cache lives in every GPU pod
+_CLAIM = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?", re.ASCII)  # IsDNS1123Subdomain
+_HOST_PATH = re.compile(r"(?:/[A-Za-z0-9._-]+)+", re.ASCII)
+KERNEL_CACHE_FORMS = "emptydir, pvc:CLAIM, hostpath:/PATH or none"
+
+
+def _kernel_cache(flags: Flags, env: list[tuple[str, str]]) -> dict[str, object] | None:
+    """--kernel-cache: the volume (emptyDir, PVC or hostPath) every GPU container mounts at the
+    image's CUDA_CACHE_PATH (images/gpus.yaml; an --env CUDA_CACHE_PATH moves it), with the
+    driver's variables set to match. None for `none`."""
+    value = flags.value("kernel_cache")
+    kind, _, where = value.partition(":")
+    example = f"example: --kernel-cache {EXAMPLES['kernel_cache']}"
+    if value == "none":
+        return None
+    if (kind, where) == ("emptydir", ""):
+        volume: dict[str, object] = {"kind": "emptyDir"}
+    elif kind == "pvc" and _CLAIM.fullmatch(where) and ".." not in where:
+        volume = {"kind": "persistentVolumeClaim", "claim": where}
+    elif kind == "hostpath" and _HOST_PATH.fullmatch(where) and "/../" not in f"{where}/":
+        volume = {"kind": "hostPath", "path": where}
+    else:
+        raise UsageError(
+            f"--kernel-cache {value!r} is not valid: accepted: {KERNEL_CACHE_FORMS} (a claim is "
+            "a DNS-1123 subdomain, a node path absolute with letters, digits, '.', '_', '-');"
+            f" {example}"
+        )
+    from tfgpu_kit import spec  # the spec's kernel cache: only for a volume
+
+    cache = spec.load().gpus.kernel_cache
+    given = dict(env)
+    path = given.get("CUDA_CACHE_PATH", cache.path)
+    if not _HOST_PATH.fullmatch(path) or "/../" in f"{path}/":
+        raise UsageError(
+            f"--env CUDA_CACHE_PATH={path!r} is where --kernel-cache mounts its volume: accepted: "
+            f"an absolute path; example: --env CUDA_CACHE_PATH={cache.path}"
+        )
+    limit = whole_number(
+        "--env CUDA_CACHE_MAXSIZE",
+        given.get("CUDA_CACHE_MAXSIZE", str(cache.max_bytes)),
+        str(cache.max_bytes),
+        high=cache.max_bytes,
+    )
+    own = [(n, v) for n, v in (("CUDA_CACHE_PATH", path), ("CUDA_CACHE_MAXSIZE", str(limit)))]
+    return {
+        **volume,
+        "mount": path,
+        # the driver stops at CUDA_CACHE_MAXSIZE; an emptyDir past its sizeLimit evicts the pod
+        "size_limit": f"{-(-limit // 2**30) + 1}Gi",
+        "env": [(n, v) for n, v in own if n not in given],
+    }
 
 
 def _refuse_control_characters(flags: Flags) -> None:

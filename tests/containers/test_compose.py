@@ -116,6 +116,19 @@ def test_every_service_runs_as_a_non_root_user() -> None:
     assert cpu_only(compose, project_dir=ROOT)["services"]["text-model"]["user"] == "1000:1000"
 
 
+def test_every_gpu_service_keeps_the_kernel_cache_on_the_shared_volume() -> None:
+    """The images' CUDA_CACHE_PATH (images/gpus.yaml) is the named volume tfgpu-kernels in every
+    service that reserves a GPU, so the kernels the driver JIT-compiles outlive the container."""
+    from tfgpu_kit import spec
+
+    path = spec.load().gpus.kernel_cache.path
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert "tfgpu-kernels" in compose["volumes"]
+    for name, service in compose["services"].items():
+        gpu = "deploy" in service
+        assert (f"tfgpu-kernels:{path}" in service.get("volumes", [])) == gpu, name
+
+
 def test_one_model_shows_recovery_with_a_bounded_restart_policy() -> None:
     """compose.yaml's text model: the recovery rule ends a process stuck at its cap (exit 75)
     and Docker restarts it, a bounded number of times (no endless loop); the rule is one the

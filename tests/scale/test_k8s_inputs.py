@@ -185,7 +185,9 @@ def test_env_metrics_port_moves_the_port_annotations_and_monitor(
 
 
 def test_env_metrics_port_0_turns_metrics_off(capsys: pytest.CaptureFixture[str]) -> None:
-    deployment, _ = _render(capsys, "--image", IMAGE, "--env", "TF_GPU_METRICS_PORT=0")
+    deployment, _ = _render(
+        capsys, "--image", IMAGE, "--env", "TF_GPU_METRICS_PORT=0", "--kernel-cache", "none"
+    )
     container = _container(deployment)
     assert "env" not in container  # nothing else was asked for: no `env:` left null
     assert [p["name"] for p in container["ports"]] == ["http"]

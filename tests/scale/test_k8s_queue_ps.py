@@ -186,7 +186,8 @@ def test_parameter_server_groups(capsys: pytest.CaptureFixture[str], jobset: boo
         assert told == [f"{prefix}-{i}.{subdomain}" for i in range(counts[role])]
         if jobset:  # only the chief or a ps ends the run; a worker is replaced on its own
             assert spec["backoffLimit"] == (9 if role == "worker" else 0)
-    shared = {k: v for k, v in envs["chief"].items() if k not in CAPS and k != "TF_GPU_ROLE"}
+    gpu_only = {*CAPS, "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE"}  # a ps has no GPU (kernel cache)
+    shared = {k: v for k, v in envs["chief"].items() if k not in gpu_only and k != "TF_GPU_ROLE"}
     for env in envs.values():  # one cluster: every role is told the same
         assert shared.items() <= env.items()
 

@@ -155,6 +155,15 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
             "%(default)s, the GPU Operator's; nvidia-device-plugin for NVIDIA's Helm chart as its "
             "README installs it)",
         ),
+        "--kernel-cache": dict(
+            metavar="WHERE",
+            help="where every GPU pod keeps the kernels the driver JIT-compiles from PTX (Hopper, "
+            "Blackwell: TensorFlow ships no SASS for them), mounted at CUDA_CACHE_PATH: emptydir "
+            "(the default: one per pod, kept across container restarts), pvc:CLAIM (a "
+            "PersistentVolumeClaim shared by the pods, ReadWriteMany across nodes of one driver "
+            "version), hostpath:/PATH (a folder of the node, which the pods' uid must be able to "
+            "write), or none (docs/gpus.md)",
+        ),
         "--env": dict(
             action="append",
             default=[],
