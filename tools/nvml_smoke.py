@@ -14,7 +14,11 @@ compares every figure:
 - the runtime's driver verdict (tfgpu.driver.check_driver, with each kit image's floors)
   against `build.py check --json` run without --driver (it reads the driver through NVML);
 - the metrics endpoint (tfgpu.metrics, TF_GPU_METRICS_PORT) of a child process: the
-  `tfgpu_gpu_memory_total_bytes` / `_used_bytes` gauges against NVML.
+  `tfgpu_gpu_memory_total_bytes` / `_used_bytes` gauges against NVML;
+- each GPU's compute capability, and what it means for every TensorFlow of the matrix: the
+  runtime's verdict (`tfgpu check --json`'s `gpu_support`, given each image's
+  TFGPU_IMAGE_GPU_* variables) against `build.py check`'s for GPU 0 (native, PTX JIT, known to
+  fail, no kernels: docs/gpus.md).
 
 Prints one JSON document on stdout. Exit 0: every figure agreed; 1: a figure was wrong (each
 check says what was expected and what came); 2: it cannot run here (no driver, a package
@@ -75,9 +79,11 @@ def nvml_truth() -> dict[str, Any]:
         for i in range(int(pynvml.nvmlDeviceGetCount())):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             gpus.append(
                 {
                     "index": i,
+                    "compute_capability": f"{major}.{minor}",
                     "name": _text(pynvml.nvmlDeviceGetName(handle)),
                     "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
                     "total_bytes": int(memory.total),
@@ -162,6 +168,26 @@ def runtime_driver_verdicts(driver: str, build: dict[str, Any]) -> dict[str, str
             "error" if "error" in severities else "warning" if severities else None
         )
     return verdicts
+
+
+def runtime_gpu_verdicts(build: dict[str, Any]) -> dict[str, Any]:
+    """`tfgpu check --json`'s `gpu_support` per TensorFlow version of the build side's answer,
+    with the variables the kit writes into that version's image (tfgpu_kit.catalog.gpu_facts)."""
+    sys.path.insert(0, str(ROOT))
+    from tfgpu_kit import catalog, spec
+
+    loaded = spec.load()
+    found: dict[str, Any] = {}
+    for result in build.get("results", []):
+        version = result["tensorflow"]
+        facts = catalog.gpu_facts(loaded, version)
+        report = tfgpu_check(
+            TFGPU_IMAGE_TF=version,
+            TFGPU_IMAGE_GPU_ARCHES=str(facts["arches"] or ""),
+            TFGPU_IMAGE_GPU_FAILURES=str(facts["failures"]),
+        )
+        found[version] = report.get("gpu_support")
+    return found
 
 
 def scrape_metrics() -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -253,6 +279,26 @@ def judge(truth: dict[str, Any], observed: dict[str, Any]) -> list[dict[str, Any
                 "got": {"build": result["verdict"], "runtime": runtime},
             }
         )
+    check(
+        "tfgpu check: each GPU's compute capability",
+        [g["compute_capability"] for g in truth["gpus"]],
+        [g.get("compute_capability") for g in pct.get("gpus") or []],
+    )
+    check(
+        "build.py check (no --gpu-arch): GPU 0's architecture",
+        "sm_" + truth["gpus"][0]["compute_capability"].replace(".", ""),
+        build.get("gpu_arch"),
+    )
+    for result in build.get("results", []):
+        version = result["tensorflow"]
+        support = observed["gpu_verdicts"].get(version) or []
+        gpu0: dict[str, Any] = next((s for s in support if s.get("index") == 0), {})
+        check(
+            f"GPU 0 with TensorFlow {version}: the runtime's kernels and XLA verdicts are the "
+            "build side's",
+            [(result.get("kernels") or {}).get("status"), (result.get("xla") or {}).get("status")],
+            [gpu0.get("kernels"), gpu0.get("xla")],
+        )
     metrics = observed["metrics"]
     totals = {
         int(labels["gpu"]): v for labels, v in metrics.get("tfgpu_gpu_memory_total_bytes", [])
@@ -291,6 +337,7 @@ def main() -> int:
             ),
             "build_check": build,
             "runtime_verdicts": runtime_driver_verdicts(truth["driver"], build),
+            "gpu_verdicts": runtime_gpu_verdicts(build),
             "metrics": scrape_metrics(),
         }
     except CannotRun as exc:

@@ -71,6 +71,9 @@ def test_every_figure_agrees_on_two_fake_cards(tmp_path: Path) -> None:
     assert sum(n.startswith("driver verdict for TensorFlow") for n in names) >= 10
     resolved = next(c for c in report["checks"] if c["check"].endswith("resolves per card"))
     assert resolved["got"] == [[4096.0], [2048.0]]
+    # both fake cards are A100s (8.0): native for 2.16-2.21, PTX JIT for 2.12-2.15, agreed
+    assert [g["compute_capability"] for g in report["nvml"]["gpus"]] == ["8.0", "8.0"]
+    assert sum(n.startswith("GPU 0 with TensorFlow") for n in names) >= 10
 
 
 def test_no_driver_cannot_run_exit_2(tmp_path: Path) -> None:
@@ -84,22 +87,33 @@ def test_a_wrong_figure_is_named() -> None:
     smoke = _load()
     truth = {
         "driver": "560.35.03",
-        "gpus": [{"index": 0, "total_bytes": 16384 << 20, "used_bytes": 0}],
+        "gpus": [
+            {"index": 0, "compute_capability": "9.0", "total_bytes": 16384 << 20, "used_bytes": 0}
+        ],
     }
     plan = {"gpu_limits_mib": [[4096.0]]}
     good = {
         "percent": {
             "driver": {"version": "560.35.03"},
-            "gpus": [{"total_mib": 16384.0}],
+            "gpus": [{"total_mib": 16384.0, "compute_capability": "9.0"}],
             "plan": plan,
         },
         "per_gpu": {"plan": {"gpu_limits_mib": [[1024.0]]}},
         "over": {"problems": [{"severity": "error", "what": "TF_GPU_MEM_LIMIT … 16384 MiB"}]},
         "build_check": {
             "driver": "560.35.03",
-            "results": [{"tensorflow": "2.21.0", "verdict": "native"}],
+            "gpu_arch": "sm_90",
+            "results": [
+                {
+                    "tensorflow": "2.21.0",
+                    "verdict": "native",
+                    "kernels": {"status": "ptx-jit"},
+                    "xla": {"status": "ptx-jit"},
+                }
+            ],
         },
         "runtime_verdicts": {"2.21.0": None},
+        "gpu_verdicts": {"2.21.0": [{"index": 0, "kernels": "ptx-jit", "xla": "ptx-jit"}]},
         "metrics": {
             "tfgpu_gpu_memory_total_bytes": [({"gpu": "0"}, float(16384 << 20))],
             "tfgpu_gpu_memory_used_bytes": [({"gpu": "0"}, 1.0)],
@@ -109,8 +123,10 @@ def test_a_wrong_figure_is_named() -> None:
     wrong = json.loads(json.dumps(good))
     wrong["percent"]["plan"] = {"gpu_limits_mib": [[4000.0]]}
     wrong["runtime_verdicts"] = {"2.21.0": "error"}
+    wrong["gpu_verdicts"] = {"2.21.0": [{"index": 0, "kernels": "native", "xla": "native"}]}
     failed = [c["check"] for c in smoke.judge(truth, wrong) if not c["ok"]]
     assert failed == [
         "tfgpu check: TF_GPU_MEM_LIMIT=25% resolves per card",
         "driver verdict for TensorFlow 2.21.0: build side and runtime agree",
+        "GPU 0 with TensorFlow 2.21.0: the runtime's kernels and XLA verdicts are the build side's",
     ]

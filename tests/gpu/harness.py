@@ -197,7 +197,11 @@ class GpuHost:
         """Start a container in the background; (container, its log directory in fake mode).
         `run_options` go to docker-py's run as they are (e.g. a restart_policy)."""
         log_dir = None if self.real else self._log_dir()
-        options = {**self.options(env, log_dir=log_dir, **card_options), **(run_options or {})}
+        options = self.options(env, log_dir=log_dir, **card_options)
+        extra = dict(run_options or {})
+        # volumes of the test's own (a cache volume) join the driver's and the probe's
+        options["volumes"] = {**options["volumes"], **extra.pop("volumes", {})}
+        options.update(extra)
         container = self.client.containers.run(image, list(command), detach=True, **options)
         self._containers.append(container)
         return container, log_dir
