@@ -139,7 +139,15 @@ class _Finder:
             spec: Optional[ModuleSpec] = find(fullname, path, target)
             if spec is not None:
                 loader = getattr(spec, "loader", None)
-                if loader is not None and not isinstance(loader, _Loader):
+                # Only a loader of the exec_module protocol is wrapped; any other (zipimporter
+                # before Python 3.10: pip from a zipapp, ensurepip's bundled wheel) keeps the
+                # default path, since _Loader's create_module/exec_module would fail on it.
+                if (
+                    loader is not None
+                    and not isinstance(loader, _Loader)
+                    and hasattr(loader, "exec_module")
+                    and hasattr(loader, "create_module")
+                ):
                     spec.loader = _Loader(loader)  # type: ignore[assignment]  # duck-typed: importlib.abc costs start-up time
                 return spec
         return None
