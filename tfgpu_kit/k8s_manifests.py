@@ -131,11 +131,29 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
 
 def _training(groups: list[Workload], kit: dict[str, object]) -> list[tuple[str, str]]:
     """One Job; or several workers: an Indexed Job per group and their headless Service, or one
-    JobSet (which makes its own headless Service) with a replicatedJob per group."""
+    JobSet (which makes its own headless Service) with a replicatedJob per group; and with workers,
+    the NetworkPolicy that opens their port to the job's own pods only."""
     first = groups[0]
     if first.workers is None:
         return [_render("job", **_context("job", first, kit))]
     contexts = [_context("job", group, kit) for group in groups]
+    return [*_workloads(groups, contexts, kit), _peers_only(contexts[0])]
+
+
+def _peers_only(context: dict[str, object]) -> tuple[str, str]:
+    """networkpolicy.yaml: ingress to the training pods only from each other on the workers'
+    port (and from anywhere on the metrics port); selected by the labels every group's pods
+    share (tfgpu.io/role differs between groups, so it is left out)."""
+    labels = cast("list[tuple[str, str]]", context["labels"])
+    selector = [(k, v) for k, v in labels if k != "tfgpu.io/role"]
+    return _render("networkpolicy", **{**context, "selector": selector})
+
+
+def _workloads(
+    groups: list[Workload], contexts: list[dict[str, object]], kit: dict[str, object]
+) -> list[tuple[str, str]]:
+    first = groups[0]
+    assert first.workers is not None
     if first.workers.trainer:
         return _trainer(groups, contexts, kit)
     if first.workers.jobset:

@@ -3,8 +3,10 @@ chief, TF_GPU_WORKERS workers and TF_GPU_PS parameter servers, each container's 
 DNS name its pod gets in a JobSet (`<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>`,
 the subdomain being the JobSet's name by default: jobset.sigs.k8s.io), its environment and command
 exactly what `build.py k8s --workers N --ps M --jobset` renders for its role (the variables of the
-parameter-server contract, docs/runtime.md), plus the JOB_COMPLETION_INDEX that the indexed Job
-sets. No TF_CONFIG: the image's runtime builds it. Workers and parameter servers run `tfgpu
+parameter-server contract, docs/runtime.md), plus what Kubernetes adds to every such pod: the
+JOB_COMPLETION_INDEX that the indexed Job sets and the KUBERNETES_SERVICE_HOST/PORT that the kubelet
+sets (by which `tfgpu server` knows it runs in a pod: tfgpu.server). No TF_CONFIG: the image's
+runtime builds it. Workers and parameter servers run `tfgpu
 server`; the chief runs ps_train.py. Shared by tests/multiworker/test_parameter_servers.py and
 benchmarks/parameter_servers.py; what is and is not simulated is as for group.py.
 """
@@ -25,6 +27,8 @@ from tests.multiworker.group import IMAGE_FOR_RENDER, SCRIPT_DIR, Group, Worker
 from tfgpu_kit import cli
 
 JOBSET = "tfgpu-train"
+# what the kubelet sets in every pod (the API server's Service; the address is a typical one)
+KUBELET_ENV = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 
 
 def alias(role: str, index: int) -> str:
@@ -69,7 +73,12 @@ def start_task(
         index=index,
         alias=alias(role, index),
         command=command,
-        environment={**env, "JOB_COMPLETION_INDEX": str(index), **(extra_env or {})},
+        environment={
+            **env,
+            **KUBELET_ENV,
+            "JOB_COMPLETION_INDEX": str(index),
+            **(extra_env or {}),
+        },
         name=f"ps-{uuid.uuid4().hex[:8]}-{role}-{index}",
     )
 

@@ -49,3 +49,42 @@ def errors(report: dict[str, Any]) -> list[str]:
         for p in report["problems"]
         if p["severity"] == "error"
     ]
+
+
+def training_pods(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a training workload: a Job's, each replicatedJob's of a JobSet or a
+    ClusterTrainingRuntime (its spec.template is a JobSet's)."""
+    if doc["kind"] == "Job":
+        return [doc["spec"]["template"]]
+    if doc["kind"] == "JobSet":
+        jobs = doc["spec"]["replicatedJobs"]
+    elif doc["kind"] == "ClusterTrainingRuntime":
+        jobs = doc["spec"]["template"]["spec"]["replicatedJobs"]
+    else:
+        return []
+    return [job["template"]["spec"]["template"] for job in jobs]
+
+
+def peers_only(docs: list[dict[str, Any]], versions: list[str]) -> list[dict[str, Any]]:
+    """The other documents, after checking the one NetworkPolicy every multi-worker manifest has.
+    Valid (strict), it selects every training pod of the rendered job and admits its workers'
+    port from those pods only; those pods mount no service-account token."""
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    others = [d for d in docs if d is not policy]
+    for version in versions:
+        kubernetes_validate.validate(policy, version, strict=True)
+    spec = policy["spec"]
+    selector = spec["podSelector"]["matchLabels"]
+    assert spec["policyTypes"] == ["Ingress"]
+    peers, *metrics = spec["ingress"]
+    assert peers["from"] == [{"podSelector": {"matchLabels": selector}}]
+    assert [m.get("from") for m in metrics] == [None] * len(metrics)  # the metrics port only
+    pods = [pod for doc in others for pod in training_pods(doc)]
+    assert pods, "no training pod"
+    for pod in pods:
+        assert selector.items() <= pod["metadata"]["labels"].items(), pod["metadata"]
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        [container] = pod["spec"]["containers"]
+        ports = {p["containerPort"] for p in container.get("ports", [])}
+        assert {p["port"] for p in peers["ports"]} <= ports
+    return others

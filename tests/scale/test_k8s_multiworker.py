@@ -23,7 +23,7 @@ import pytest
 import yaml
 from tfgpu.settings import parse_environment
 
-from tests.scale.helpers import errors, plan_json, validate_job_templates
+from tests.scale.helpers import errors, peers_only, plan_json, validate_job_templates
 from tfgpu_kit import cli
 
 SCHEMA = Path(__file__).with_name("jobset_v1alpha2_schema.json")
@@ -87,7 +87,7 @@ def _validate(doc: dict[str, Any]) -> list[str]:
 
 
 def test_the_strict_schema_refuses_an_unknown_field(capsys: pytest.CaptureFixture[str]) -> None:
-    (jobset,) = render(capsys, "--kind", "job", "--workers", "2", "--jobset")
+    (jobset,) = peers_only(render(capsys, "--kind", "job", "--workers", "2", "--jobset"), VERSIONS)
     jobset["spec"]["failurePolicy"]["maxRestart"] = 1  # a typo the API server would prune
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(jobset, JOBSET_SCHEMA)
@@ -103,7 +103,7 @@ def _job_spec(doc: dict[str, Any]) -> dict[str, Any]:
 def test_variants_validate_and_each_worker_gets_its_tf_config(
     capsys: pytest.CaptureFixture[str], flags: list[str]
 ) -> None:
-    docs = render(capsys, *flags)
+    docs = peers_only(render(capsys, *flags), VERSIONS)
     kinds = [d["kind"] for d in docs]
     jobset = "--jobset" in flags
     count = int(flags[flags.index("--workers") + 1])
@@ -191,6 +191,7 @@ def test_plan_reads_the_workers(
     capsys.readouterr()
     files = sorted(str(p) for p in tmp_path.glob("*.yaml"))
     expected = ["jobset.yaml"] if jobset else ["job.yaml", "service.yaml"]
+    expected = sorted([*expected, "networkpolicy.yaml"])
     assert [Path(f).name for f in files] == expected
     code, report = plan_json(capsys, files, "--gpu-memory", "16GiB")
     assert code == 0, errors(report)

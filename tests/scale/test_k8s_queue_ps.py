@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.scale.helpers import errors, plan_json, validate_job_templates
+from tests.scale.helpers import errors, peers_only, plan_json, validate_job_templates
 from tests.scale.test_k8s_multiworker import JOBSET_SCHEMA
 from tfgpu_kit import cli
 
@@ -126,7 +126,7 @@ def _hosts(pattern: str, count: int) -> list[str]:
 def test_parameter_server_groups(capsys: pytest.CaptureFixture[str], jobset: bool) -> None:
     flags = ["--kind", "job", "--workers", "3", "--ps", "2", "--mem-limit", "6GiB"]
     flags += ["--jobset", "--train-cmd", "python ps_train.py"] if jobset else []
-    docs = render(capsys, *flags)
+    docs = peers_only(render(capsys, *flags), VERSIONS)
     for doc in docs:
         validate(doc)
     # (group name, Job spec, the pods' hostname prefix, subdomain) of each group

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from tfgpu.settings import parse_environment
 
-from tests.scale.helpers import validate_job_templates
+from tests.scale.helpers import peers_only, validate_job_templates
 from tests.scale.test_k8s_multiworker import _strict
 from tfgpu_kit import cli
 
@@ -43,6 +43,7 @@ ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 def render(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[dict[str, Any], ...]:
     assert cli.main(["k8s", "--image", IMAGE, "--kind", "job", "--trainer", *flags]) == 0
     docs = [doc for doc in yaml.safe_load_all(capsys.readouterr().out) if doc]
+    docs = peers_only(docs, VERSIONS)
     assert [d["kind"] for d in docs] == ["ClusterTrainingRuntime", "TrainJob"]
     return tuple(docs)
 

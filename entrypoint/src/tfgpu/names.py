@@ -35,7 +35,8 @@ CONTRACT = (
     "TF_GPU_QUIET",
     "TF_GPU_METRICS_PORT",
     "TF_GPU_METRICS_ADDR",
-    "TF_GPU_REQUIRE_HOOK",  # issue 29: `tfgpu run` refuses a Python that will not load the hook
+    "TF_GPU_REQUIRE_HOOK",  # `tfgpu run` refuses a Python that will not load the hook
+    "TF_GPU_SERVER_OPEN",  # tfgpu.server: start outside Kubernetes too, every interface open
 )
 RECOVERY = ("TF_GPU_RECOVER_AT", "TF_GPU_RECOVER_AFTER", "TF_GPU_RECOVER_ACTION")
 CLUSTER = (  # tfgpu.tf_config.VARIABLES: multi-worker, then parameter-server training

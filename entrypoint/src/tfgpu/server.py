@@ -7,18 +7,28 @@ This is TensorFlow's own recipe (tensorflow/docs site/en/tutorials/distribute/
 parameter_server_training.ipynb, "Cluster setup"): `tf.distribute.Server(cluster_spec,
 job_name=..., task_index=..., protocol="grpc", start=True)`, `GRPC_FAIL_FAST=use_caller`, then
 `server.join()`. TensorFlow is imported here, so the hook applies the GPU caps first, as for any
-program; a parameter server sees no GPU unless TF_GPU_PS_GPUS=true (tfgpu.settings)."""
+program; a parameter server sees no GPU unless TF_GPU_PS_GPUS=true (tfgpu.settings).
+
+TensorFlow's gRPC server listens on every interface, whatever host the cluster names
+(tensorflow/tensorflow tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc,
+GrpcServer::Init: a listening port of "0.0.0.0:PORT"; TensorFlow 2.21 binds [::], every IPv6 and
+IPv4 address, as /proc/net/tcp6 shows), and its protocol has no authentication: whoever reaches
+the port can run graphs in this process, and graphs read and write files (tf.io). So the server
+starts only inside a Kubernetes pod (KUBERNETES_SERVICE_HOST, which the kubelet sets in every pod;
+`./kit k8s` renders a NetworkPolicy that admits the port only from the job's own pods), or where
+TF_GPU_SERVER_OPEN=true says the network is the job's alone; and it says where it really listens,
+read from the kernel."""
 
 import os
 import sys
 
 from tfgpu import is_disabled, tf_config
 from tfgpu.errors import ConfigError, printable
-from tfgpu.settings import parse_environment
+from tfgpu.settings import parse_bool, parse_environment
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import MutableMapping
+    from typing import List, Mapping, MutableMapping, Sequence
 
     from tfgpu.tf_config import TfConfig
 
@@ -80,9 +90,65 @@ def cluster_to_serve(environ: "MutableMapping[str, str]") -> "TfConfig":
     return cfg
 
 
+IN_KUBERNETES = "KUBERNETES_SERVICE_HOST"  # set by the kubelet in every pod
+OPEN = "TF_GPU_SERVER_OPEN"
+UNAUTHENTICATED = (
+    "TensorFlow's gRPC server listens on every interface, whatever host the cluster "
+    "names, and its protocol has no authentication: whoever reaches the port can run graphs in "
+    "this process and read and write this container's files (tf.io)"
+)
+
+
+def refuse_outside_kubernetes(environ: "Mapping[str, str]", port: int) -> None:
+    """ConfigError (exit 78) outside a Kubernetes pod unless TF_GPU_SERVER_OPEN=true."""
+    if environ.get(IN_KUBERNETES, "").strip():
+        return
+    value = environ.get(OPEN)
+    if value is not None and parse_bool(OPEN, value):
+        return
+    raise ConfigError(
+        OPEN,
+        value or "",
+        "true, once this port is reachable only by the job's own containers (a network of "
+        "their own, the port never published with -p or compose `ports:`); inside Kubernetes "
+        "it is not needed (./kit k8s renders a NetworkPolicy for the port)",
+        "true",
+        why=f"not a Kubernetes pod (no {IN_KUBERNETES}): {UNAUTHENTICATED}, so port {port} "
+        "does not open here unless told to",
+    )
+
+
+def listeners(
+    port: int, tables: "Sequence[str]" = ("/proc/net/tcp", "/proc/net/tcp6")
+) -> "List[str]":
+    """The addresses a socket of this network namespace listens on at `port`, read from the
+    kernel's tables (proc(5): local address, state 0A = LISTEN), e.g. ['0.0.0.0:2222']."""
+    found: List[str] = []
+    for table in tables:
+        try:
+            with open(table, encoding="ascii", errors="replace") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 4 or fields[3] != "0A":
+                continue
+            address, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) != port:
+                continue
+            if len(address) == 8:  # IPv4, little-endian
+                shown = ".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0))
+            else:
+                shown = "[::]" if set(address) == {"0"} else f"[{address}]"
+            found.append(f"{shown}:{port}")
+    return sorted(set(found))
+
+
 def serve() -> int:
     """Start this task's server and join it: returns only if TensorFlow stops it."""
     cfg = cluster_to_serve(os.environ)
+    refuse_outside_kubernetes(os.environ, cfg.port)
     # a call from the chief that meets a lost peer fails at once rather than waiting (the
     # tutorial's setting; the coordinator then reschedules or reports)
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
@@ -97,7 +163,12 @@ def serve() -> int:
         protocol="grpc",
         start=True,
     )
-    sys.stderr.write(f"tfgpu: server: {cfg.task_type} {cfg.index} listening on {cfg.address}\n")
+    bound = listeners(cfg.port) or [f"every interface, port {cfg.port} (not read from the kernel)"]
+    sys.stderr.write(
+        f"tfgpu: server: {cfg.task_type} {cfg.index} listening on {', '.join(bound)}, reached "
+        f"by its peers as {cfg.address}; {UNAUTHENTICATED}: keep the port to the job's own "
+        "pods (docs/security.md)\n"
+    )
     sys.stderr.flush()
     server.join()
     return 0

@@ -174,6 +174,8 @@ class Settings:
         self.mixed_precision: Optional[str] = None
         self.quiet = False
         self.require_hook = True  # TF_GPU_REQUIRE_HOOK: refuse a Python that will not load the hook
+        # TF_GPU_SERVER_OPEN: `tfgpu server` outside Kubernetes too (tfgpu.server says why not)
+        self.server_open = False
         self.allocator: Optional[str] = None
         self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
         self.metrics_addr = DEFAULT_METRICS_ADDR
@@ -604,6 +606,8 @@ def _parse_rest(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
     s.quiet = parse_bool("TF_GPU_QUIET", v) if v is not None else False
     v = get("TF_GPU_REQUIRE_HOOK")
     s.require_hook = parse_bool("TF_GPU_REQUIRE_HOOK", v) if v is not None else True
+    v = get("TF_GPU_SERVER_OPEN")
+    s.server_open = parse_bool("TF_GPU_SERVER_OPEN", v) if v is not None else False
     v = get("TF_GPU_METRICS_PORT")
     if v is not None:
         s.metrics_port = parse_metrics_port(v)
@@ -614,6 +618,7 @@ def _parse_rest(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
         ("TF_GPU_REQUIRED", "false"),
         ("TF_GPU_QUIET", "false"),
         ("TF_GPU_REQUIRE_HOOK", "true"),
+        ("TF_GPU_SERVER_OPEN", "false"),
     ):
         s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
 
