@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 OVERRIDE = "PIP_CONSTRAINT= pip install … (UV_CONSTRAINT= for uv) for that one RUN"
 MAX_FILES_NAMED = 3
+# A build step reads no terminal and starts nothing: it waits longer for a Python to answer.
+BUILD_PROBE_TIMEOUT = 30.0
 # the image's environment whose loss takes the GPU away (NVIDIA container runtime: without
 # NVIDIA_VISIBLE_DEVICES no GPU is mounted, without compute in the capabilities no CUDA library)
 _NO_GPU_VALUES = ("", "void", "none")
@@ -198,11 +200,12 @@ def check_interpreters(
     seen = set()
     for command in candidates:
         python = python_of(command, environ) or command
-        found = interpreter.probe(python, environ)
         shown = " ".join(python)
-        if found is None:
+        try:
+            found = interpreter.probe(python, environ, timeout=BUILD_PROBE_TIMEOUT)
+        except interpreter.ProbeFailed as e:
             report.error(
-                f"{shown} did not run (or did not answer)",
+                f"{shown} did not answer: {e}",
                 "name the Python your image runs with --python PATH",
             )
             continue

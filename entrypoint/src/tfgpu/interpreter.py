@@ -27,7 +27,18 @@ PROBE = (
     "int(u.find_spec('tensorflow') is not None), int(sys.prefix != sys.base_prefix), "
     "int(sys.flags.no_site), sys.executable, sep='\\t')"
 )
-PROBE_TIMEOUT = 30.0
+# `tfgpu run`'s bound on the probe: a Python answers it in tens of milliseconds; one that takes
+# longer (a .pth that blocks, a loaded host) is not waited for (ProbeFailed). The build's guard,
+# which starts nothing and reads no terminal, waits longer (build_check).
+PROBE_TIMEOUT = 0.5
+# Programs of a Python that never import TensorFlow themselves: `python -m pip …` is run as it is
+# even where the interpreter lacks the hook (`-c` code is read for the names below instead).
+TOOLS = ("pip", "ensurepip", "venv", "virtualenv", "pipx", "uv", "idlelib", "pydoc")
+TENSORFLOW_NAMES = ("tensorflow", "keras", "tf_keras")
+
+
+class ProbeFailed(Exception):
+    """The interpreter did not answer the probe: why (the caller refuses, it does not guess)."""
 
 
 PTH = "tfgpu-hook.pth"  # the hook's line in site-packages (entrypoint/pyproject.toml)
@@ -78,30 +89,111 @@ class Probe:
         return "another Python than the image's: its site-packages have no tfgpu-hook.pth"
 
 
-def probe(interpreter: "List[str]", environ: "Mapping[str, str]") -> "Optional[Probe]":
-    """Run the interpreter with `interpreter`'s options and ask; None when it cannot say."""
+def _not_interactive(options: "List[str]") -> "List[str]":
+    """The options without `-i` (alone or in a cluster such as `-Si`): the probe must end after
+    its own code and never read the command's terminal or stdin."""
+    out: List[str] = []
+    value_next = False
+    for option in options:
+        if value_next or not option.startswith("-") or option.startswith("--"):
+            out.append(option)
+            value_next = False
+            continue
+        flags = ""
+        for j, letter in enumerate(option[1:], start=1):
+            if letter in "WX":  # the rest (or the next argument) is a value: kept as it is
+                flags += option[j:]
+                value_next = j == len(option) - 1
+                break
+            if letter != "i":
+                flags += letter
+        if flags:
+            out.append("-" + flags)
+    return out
+
+
+def probe(
+    interpreter: "List[str]", environ: "Mapping[str, str]", timeout: float = PROBE_TIMEOUT
+) -> "Probe":
+    """Run the interpreter with `interpreter`'s options (never interactive, stdin closed) and ask;
+    ProbeFailed (why) when it does not answer within `timeout` seconds."""
     import subprocess  # lazily: only for commands that start Python
 
     env = dict(environ)
     env["TF_GPU_QUIET"] = "true"
     env.pop("TF_GPU_CONFIG", None)  # off would keep the hook from installing: ask where it is
+    command = [interpreter[0], *_not_interactive(interpreter[1:]), "-c", PROBE]
     try:
         proc = subprocess.run(
-            [*interpreter, "-c", PROBE],
+            command,
             env=env,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=PROBE_TIMEOUT,
+            timeout=timeout,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    except subprocess.TimeoutExpired:
+        raise ProbeFailed(f"it did not answer within {timeout:g} s") from None
+    except OSError as e:
+        raise ProbeFailed(f"it cannot run ({e.strerror})") from None
     for line in proc.stdout.splitlines():
         parts = line.split("\t")
         if len(parts) == 6 and parts[0] == _MARK:
             flags = [p == "1" for p in parts[1:5]]
             return Probe(flags[0], flags[1], flags[2], flags[3], parts[5])
+    last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+    raise ProbeFailed(f"it exited {proc.returncode} without an answer ({last})")
+
+
+def may_import_tensorflow(program: "List[str]") -> bool:
+    """Whether the Python program (python_command's second part) may import TensorFlow: not `-c`
+    code that names none of TENSORFLOW_NAMES, nor `-m` of a packaging tool (TOOLS) or of the
+    standard library; a script, a module, the interactive interpreter may."""
+    if program[:1] == ["-c"]:
+        code = program[1] if len(program) > 1 else ""
+        return any(name in code for name in TENSORFLOW_NAMES)
+    if program[:1] == ["-m"] and len(program) > 1:
+        top = program[1].partition(".")[0]
+        stdlib = getattr(sys, "stdlib_module_names", ())  # Python 3.10+
+        return top not in TOOLS and top not in stdlib
+    return True
+
+
+def _venv_root(executable: str) -> "Optional[str]":
+    """The virtual environment `executable` runs in: where site.py finds pyvenv.cfg (beside the
+    executable or one folder up), or None."""
+    here = os.path.dirname(os.path.abspath(executable))
+    for folder in (here, os.path.dirname(here)):
+        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
+            return folder
     return None
+
+
+def same_site(interpreter: "List[str]", environ: "Mapping[str, str]") -> bool:
+    """The command's Python is this one, in the same environment, with site: then its site reads
+    the very .pth files this interpreter read, the hook's among them, and no probe is needed."""
+    executable = interpreter[0]
+    options = "".join(
+        o[1:] for o in interpreter[1:] if o.startswith("-") and not o.startswith("--")
+    )
+    if "S" in options.partition("W")[0].partition("X")[0]:
+        return False
+    return (
+        os.path.realpath(executable) == os.path.realpath(sys.executable)
+        and _venv_root(executable) == _venv_root(sys.executable)
+        and environ.get("PYTHONHOME") == os.environ.get("PYTHONHOME")
+        and "tfgpu._hook" in sys.modules
+    )
+
+
+def unknown(interpreter: "List[str]", why: str) -> str:
+    """The message of `tfgpu run`'s refusal (exit 78) when the probe failed."""
+    return (
+        f"cannot tell whether {' '.join(interpreter)} loads the tfgpu hook: asked, {why}; "
+        "without the hook the TF_GPU_* settings would not apply and TensorFlow would take the "
+        f"whole GPU; fix: check that interpreter, or run it without the check: {REQUIRE_HOOK}=false"
+    )
 
 
 def refusal(interpreter: "List[str]", found: Probe) -> str:

@@ -10,7 +10,7 @@ import os
 import sys
 
 from tfgpu import is_disabled
-from tfgpu.command_path import candidates, exec_command, python_of, which
+from tfgpu.command_path import candidates, exec_command, python_command, unwrap, which
 from tfgpu.errors import ConfigError, GpuUnavailableError, HookMissingError, printable
 from tfgpu.settings import parse_environment
 
@@ -112,19 +112,28 @@ def _home(env: "Dict[str, str]", quiet: bool) -> None:
 
 
 def check_interpreter(command: "List[str]", env: "Mapping[str, str]") -> None:
-    """Refuse a command whose Python imports TensorFlow without the hook (tfgpu.interpreter):
-    raises HookMissingError, unless TF_GPU_REQUIRE_HOOK=false (validated at the door with the
-    other settings). Costs nothing for a command that is not Python; one probe of the
-    interpreter (~20 ms) for one that is."""
+    """Refuse a command whose Python imports TensorFlow without the hook (tfgpu.interpreter),
+    also through exec wrappers (`env`, `timeout`, `nice`…): raises HookMissingError, unless
+    TF_GPU_REQUIRE_HOOK=false (validated at the door with the other settings). Costs nothing for a
+    command that is not Python, nor for the image's own Python with its site (the hook is known to
+    load there); one probe of the interpreter (~20 ms) for another Python, bounded, never reading
+    the command's stdin, and a probe that fails is a refusal, not a guess."""
     if is_disabled(env):
         return
-    python = python_of(command, env)
-    if python is None or not parse_environment(env).require_hook:
+    inner, inner_env = unwrap(command, env)
+    found_python = python_command(inner, inner_env)
+    if found_python is None or not parse_environment(env).require_hook:
         return
-    from tfgpu import interpreter  # ~0.2 ms (-X importtime): only a Python command is probed
+    python, program = found_python
+    from tfgpu import interpreter  # ~0.2 ms (-X importtime): only a Python command is checked
 
-    found = interpreter.probe(python, env)
-    if found is not None and found.unhooked_tensorflow:
+    if not interpreter.may_import_tensorflow(program) or interpreter.same_site(python, inner_env):
+        return
+    try:
+        found = interpreter.probe(python, inner_env)
+    except interpreter.ProbeFailed as e:
+        raise HookMissingError(interpreter.unknown(python, str(e))) from None
+    if found.unhooked_tensorflow:
         raise HookMissingError(interpreter.refusal(python, found))
 
 
