@@ -228,7 +228,7 @@ def test_a_venv_of_its_own_fails_the_build_and_is_refused_at_start(
         "system site-packages and without tfgpu)" in b.log
     )
     assert "--find-links /usr/share/tfgpu/wheels 'tfgpu[nvml,metrics]'" in b.log
-    assert "tfgpu: error: this layer broke the image's GPU path" in b.log
+    assert "tfgpu: error: the image's GPU path is not as it was built" in b.log
     unguarded = derive("venv-own", recipe("venv-own").replace("RUN tfgpu check --build\n", ""))
     assert unguarded.ok, unguarded.log[-3000:]
     run = gpu_host.probe(unguarded.tag, "touch", env=CAP)
@@ -313,7 +313,7 @@ def test_the_guard_names_each_thing_a_layer_broke(derive: Callable[..., Build]) 
     assert "error: TF_GPU_CONFIG='off' in the image's environment turns the kit off" in log
     assert "error: TFGPU_IMAGE_TF '2.21.0' → '': the runtime reads what the image is from it" in log
     assert "error: uid 1000 cannot write /var/tmp" in log
-    assert "tfgpu: error: this layer broke the image's GPU path" in log
+    assert "tfgpu: error: the image's GPU path is not as it was built" in log
 
 
 def test_the_image_carries_its_pins_and_a_valid_sbom(image: str, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ The same guard in real derived images: tests/gpu/test_derived_images.py."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -261,3 +262,33 @@ def test_from_another_python_the_check_runs_under_the_images_own(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["python"] == sys.executable
+
+
+def test_metadata_is_printed_escaped_and_the_verdict_holds_outside_a_build(
+    image: dict[str, str],
+) -> None:
+    """A name or version from package metadata carrying a terminal escape reaches the output
+    escaped; the last line says what the exit means in and out of a Dockerfile."""
+
+    def hostile(record: dict[str, Any]) -> None:
+        for pin in record["pins"]:
+            if pin["name"] == "tensorflow-cpu":
+                pin["installed"], pin["spec"] = "2.20.0\x1b[2J\x1b[31m", "==2.20.0"
+
+    edit(image, hostile)
+    doc = build_check.collect(image, pythons=[sys.executable])
+    assert not doc["ok"]
+    out = io.StringIO()
+    build_check.render(doc, out)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\\x1b[2J" in text
+    assert text.splitlines()[-1] == (
+        "tfgpu: error: the image's GPU path is not as it was built (1 problem(s) above): exit 1 "
+        "(in a Dockerfile's RUN, the build stops there)"
+    )
+
+
+@pytest.mark.parametrize("version", ["1" * 5000, "2." + "9" * 4301, "2.21.0." + "0" * 30])
+def test_an_absurd_version_is_not_judged_and_not_a_crash(version: str) -> None:
+    assert pins.satisfies(version, "==2.21.0") is None
+    assert pins.satisfies("2.21.0", f">={version}") is None

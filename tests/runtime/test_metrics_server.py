@@ -288,3 +288,46 @@ def test_a_flood_of_fast_clients_is_paced(served: int, monkeypatch: pytest.Monke
     took = time.monotonic() - started
     assert statuses == [200] * 45
     assert took >= (45 - 5 - 1) / 20.0, took  # 1.95 s for 45 answers at 20 a second
+
+
+def test_a_flood_of_idle_clients_keeps_livez_answering() -> None:
+    """128 clients that connect, send nothing and reconnect as soon as they are cut: every
+    liveness probe still gets its answer within the timeout the kit renders for the kubelet's
+    probe (LIVEZ_PROBES: 5 s), and the median within Kubernetes' default probe timeout (1 s), so
+    a healthy pod is not restarted. Idle connections used to be paced like answers (50 a
+    second) and held the probe behind them for 2.4 s, whatever the host's speed."""
+    from tfgpu_kit.k8s_manifests import LIVEZ_PROBES
+
+    server = metrics_server.serve(
+        lambda environ, start: [b""], "127.0.0.1", 0, livez=lambda: (True, "ok\n")
+    )
+    port = int(server.server_address[1])
+    stop = threading.Event()
+
+    def idle_client() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError), socket.socket() as s:
+                s.settimeout(30)
+                s.connect(("127.0.0.1", port))
+                s.recv(1)  # returns when the server cuts it (evicted, or its 10 s are up)
+
+    clients = [threading.Thread(target=idle_client, daemon=True) for _ in range(128)]
+    try:
+        for client in clients:
+            client.start()
+        time.sleep(2)  # the flood is on
+        took = []
+        for _ in range(5):
+            started = time.monotonic()
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/livez", timeout=LIVEZ_PROBES["livez_timeout_s"]
+            ) as answer:
+                assert answer.status == 200
+            took.append(time.monotonic() - started)
+        assert max(took) < LIVEZ_PROBES["livez_timeout_s"], took
+        assert sorted(took)[2] < 1.0, took
+        print(f"/livez under 128 idle clients: {', '.join(f'{t:.2f}' for t in took)} s")
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()

@@ -28,7 +28,7 @@ import sys
 
 from tfgpu import image_record, interpreter, is_disabled, libs, pins, tfbuild
 from tfgpu.command_path import python_of, which
-from tfgpu.errors import EXIT_BROKEN, EXIT_OK, ConfigError
+from tfgpu.errors import EXIT_BROKEN, EXIT_OK, ConfigError, printable
 from tfgpu.problems import ERROR, WARNING, Problem
 from tfgpu.settings import parse_environment
 
@@ -329,16 +329,20 @@ def collect(
 def render(doc: Mapping[str, Any], out: TextIO) -> None:
     w = out.write
     tensorflow = doc["tensorflow"] or "?"
-    w(f"tfgpu check --build: the image of TensorFlow {tensorflow}, as uid {doc['uid']}\n")
+    # names and versions come from package metadata: printed escaped, never raw (a terminal
+    # escape in a METADATA file must not reach the build log as one)
+    w(f"tfgpu check --build: the image of TensorFlow {printable(str(tensorflow))}, as uid "
+      f"{doc['uid']}\n")  # fmt: skip
     for line in doc["passed"]:
-        w(f"  ok: {line}\n")
+        w(f"  ok: {printable(line)}\n")
     for p in doc["problems"]:
-        w(f"{p['severity']}: {p['what']}\n" + (f"  fix: {p['fix']}\n" if p["fix"] else ""))
+        fix = f"  fix: {printable(p['fix'])}\n" if p["fix"] else ""
+        w(f"{p['severity']}: {printable(p['what'])}\n{fix}")
     errors = sum(1 for p in doc["problems"] if p["severity"] == ERROR)
     if errors:
         w(
-            f"tfgpu: error: this layer broke the image's GPU path ({errors} problem(s) above); "
-            "the build stops here\n"
+            f"tfgpu: error: the image's GPU path is not as it was built ({errors} problem(s) "
+            "above): exit 1 (in a Dockerfile's RUN, the build stops there)\n"
         )
     else:
         w("tfgpu: the GPU path is as the image was built\n")

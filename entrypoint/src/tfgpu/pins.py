@@ -233,7 +233,9 @@ _OPS = ("===", "==", "!=", "<=", ">=", "~=", "<", ">")
 
 def _release(version: str) -> Optional[Tuple[int, ...]]:
     m = re.match(r"^v?(\d+(?:\.\d+)*)", version.strip())
-    if not m:
+    # a component of more than 20 digits is no release of anything (int() refuses 4300 and
+    # more): not judged, as any version this reader cannot read
+    if not m or any(len(x) > 20 for x in m.group(1).split(".")):
         return None
     parts = [int(x) for x in m.group(1).split(".")]
     while len(parts) > 1 and parts[-1] == 0:  # 2.15 == 2.15.0 (PEP 440 zero padding)
