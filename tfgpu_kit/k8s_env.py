@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfgpu.errors import ConfigError, printable, shown
+from tfgpu.tf_config import PS_GPUS
 from tfgpu.names import strangers
 from tfgpu.settings import (
     EXAMPLE_METRICS_PORT,
@@ -137,13 +138,26 @@ def _refusal(label: str, error: ConfigError) -> UsageError:
 def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: int) -> Settings:
     """Parse the pod's whole environment as `tfgpu run` will, and check its lists against the
     pod's GPU count; the settings the runtime will have."""
+    # TF_GPU_PS_GPUS needs TF_GPU_PS, which --ps sets: its value is read here, the whole with the
+    # workers' variables (k8s_workers), and without --ps it is refused there
+    own = {name: value for name, value in env if name != PS_GPUS}
     try:
-        settings = parse_environment(dict(env))
+        if PS_GPUS in dict(env):
+            parse_bool(PS_GPUS, dict(env)[PS_GPUS])
+        settings = parse_environment(own)
     except ConfigError as error:
         raise _refusal(source.get(error.variable, f"--env {error.variable}"), error) from None
     _check_names(dict(env))
     if not settings.enabled:
         return settings
+    if settings.required and settings.visible_devices == []:
+        # tfgpu.preflight: exit 69 at start, in every GPU pod, whatever the node has
+        raise UsageError(
+            f"--env TF_GPU_REQUIRED={shown(dict(env)['TF_GPU_REQUIRED'])} and --env "
+            f"CUDA_VISIBLE_DEVICES={shown(dict(env)['CUDA_VISIBLE_DEVICES'])}: the GPU pods "
+            "would exit 69 at start (a GPU required, every GPU hidden); accepted: one of them; "
+            "example: --env TF_GPU_REQUIRED=true"
+        )
     # tfgpu.device_plan: one value for every GPU, or exactly one per visible GPU
     for variable, parsed in (
         ("TF_GPU_MEM_LIMIT", settings.mem_limit),

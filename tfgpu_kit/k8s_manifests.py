@@ -45,7 +45,6 @@ from tfgpu_kit.k8s_flags import Flags as Flags
 from tfgpu_kit.name_rules import MAX_INT32, refuse_control
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "k8s"
-CAPS = ("TF_GPU_MEM_LIMIT", "TF_GPU_VIRTUAL_DEVICES", "TF_GPU_MEMORY_GROWTH")  # per-GPU settings
 GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"
 MAX_GRACE_PERIOD = 3600
@@ -111,9 +110,10 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
     ]
     if workload.workers is not None and workload.workers.ps and workload.app:  # not the Service
         labels.append(("tfgpu.io/role", workload.workers.role))
-    env = cast("list[tuple[str, str]]", kit["env"])
-    if not workload.gpu:  # no GPU: the caps would only draw the runtime's no-GPU warning
-        env = [(name, value) for name, value in env if name not in CAPS]
+    # a role without a GPU (a parameter server) gets no GPU setting: a cap would only draw the
+    # runtime's no-GPU warning, the recovery rule (it needs a cap) and TF_GPU_REQUIRED would
+    # stop the pod at start (k8s_workers.for_role)
+    env = k8s_workers.for_role(cast("list[tuple[str, str]]", kit["env"]), gpu=workload.gpu)
     cache = cast("dict[str, object] | None", kit["kernel_cache"]) if workload.gpu else None
     if cache is not None:  # the mount and the driver's variables agree, whatever the image sets
         env = [*env, *cast("list[tuple[str, str]]", cache["env"])]
@@ -125,6 +125,9 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
         "restart_policy": "Never" if kind == "job" else None,
         "checkpoint_path": CHECKPOINT_PATH,
         "kernel_cache": cache,
+        # the recovery rule and its /livez probes, on the pods that carry the rule
+        "recovery": kit["recovery"] if workload.gpu else None,
+        "livez": kit["livez"] and workload.gpu,
     }
     return {"kit": kit, "c": container, "labels": labels}
 
@@ -224,6 +227,7 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
     if flags.workers is not None:
         k8s_workers.refuse_owned(flags)
     contract = k8s_env.pod_env(flagged, flags.env, gpus)
+    k8s_workers.refuse_ps_gpus_without_ps(flags, contract.env)
     metrics = contract.metrics_port or 0
     slices = _time_slices(flags, gpus, capped=contract.capped)
     grace, prestop = _shutdown(flags)
@@ -577,7 +581,7 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
                 backoff_limit=group.backoff_limit if survives else 0,
                 workers=group,
                 app=job,
-                gpu=role != "ps",
+                gpu=role != "ps" or k8s_workers.ps_gpus(env),  # --env TF_GPU_PS_GPUS=true
             )
         )
     return groups

@@ -20,7 +20,7 @@ import shlex
 
 from tfgpu import tf_config
 from tfgpu.errors import ConfigError, shown
-from tfgpu.settings import parse_environment
+from tfgpu.settings import parse_bool, parse_environment
 
 from tfgpu_kit import name_rules
 from tfgpu_kit.errors import UsageError
@@ -34,8 +34,9 @@ MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKE
 JOBSET_NAME = "JOBSET_NAME"
 SERVER_ARGS = ["tfgpu", "server"]  # what workers and parameter servers run: the role's gRPC server
 # What --workers sets in each pod; given again with --env, the pod would hold two values.
+# TF_GPU_PS_GPUS is the user's (--env TF_GPU_PS_GPUS=true gives the parameter servers a GPU).
 OWNED = (
-    *tf_config.VARIABLES,
+    *(name for name in tf_config.VARIABLES if name != tf_config.PS_GPUS),
     JOBSET_NAME,
     tf_config.TF_CONFIG,
     tf_config.LEGACY_KERAS,
@@ -119,16 +120,24 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
             (tf_config.PS_HOSTS, _hosts(flags, job, PS, servers, separate=True)),
             (tf_config.CHIEF_HOST, chief),
         ]
-    # each group's last pod's environment, as the runtime will check it in the pod
+    # each group's first and last pod's environment, exactly as rendered for its role (a
+    # parameter server without a GPU gets no GPU setting: k8s_env.for_role), checked as the
+    # runtime will check it in the pod: a value it refuses is refused here, naming the role
     last = {CHIEF: 0, JOBSET_JOB: count - 1, PS: servers - 1} if servers else {None: count - 1}
     for role, index in last.items():
-        pod = {**given, **dict(own), tf_config.JOB_INDEX: str(index)}
-        if role is not None:
-            pod[tf_config.ROLE] = role
-        try:
-            parse_environment(pod)
-        except ConfigError as error:  # the kit's own values: only a contradiction with --env
-            raise UsageError(f"{error} (with --workers {shlex.quote(str(count))})") from None
+        gpu = role != PS or ps_gpus(env)
+        for pod_index in sorted({0, index}):
+            pod = {**dict(for_role(env, gpu=gpu)), **dict(own), tf_config.JOB_INDEX: str(pod_index)}
+            if role is not None:
+                pod[tf_config.ROLE] = role
+            try:
+                parse_environment(pod)
+            except ConfigError as error:  # the kit's own values: only a contradiction with --env
+                who = f"the {role} pods" if role is not None else "the workers"
+                raise UsageError(
+                    f"{who} would exit 78 at start: {error} (with --workers "
+                    f"{shlex.quote(str(count))}{f' --ps {servers}' if servers else ''})"
+                ) from None
     if flags.trainer:  # checked with this TrainJob's name; rendered for any TrainJob's
         own = [(name, value.replace(job, f"$({JOBSET_NAME})")) for name, value in own]
     return Workers(
@@ -141,6 +150,47 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
         ps=servers,
         trainer=flags.trainer,
     )
+
+
+# What only a pod with a GPU may carry: the caps, the recovery rule (it needs a cap),
+# TF_GPU_REQUIRED (a pod without a GPU would refuse to start), the allocator and growth, the
+# kernel cache. A pod of a role without a GPU (a parameter server) gets none of them.
+GPU_ONLY = (
+    "TF_GPU_MEM_LIMIT",
+    "TF_GPU_VIRTUAL_DEVICES",
+    "TF_GPU_MEMORY_GROWTH",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR",
+    "TF_GPU_REQUIRED",
+    "TF_GPU_RECOVER_AT",
+    "TF_GPU_RECOVER_AFTER",
+    "TF_GPU_RECOVER_ACTION",
+    "CUDA_CACHE_PATH",
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_CACHE_DISABLE",
+)
+
+
+def for_role(env: list[tuple[str, str]], *, gpu: bool) -> list[tuple[str, str]]:
+    """The pod environment of a role: all of it with a GPU, without GPU_ONLY's without one."""
+    return env if gpu else [(name, value) for name, value in env if name not in GPU_ONLY]
+
+
+def ps_gpus(env: list[tuple[str, str]]) -> bool:
+    """Whether the parameter servers get a GPU: `--env TF_GPU_PS_GPUS=true` (docs/scale.md)."""
+    value = dict(env).get(tf_config.PS_GPUS)
+    return value is not None and parse_bool(tf_config.PS_GPUS, value)
+
+
+def refuse_ps_gpus_without_ps(flags: Flags, env: list[tuple[str, str]]) -> None:
+    """--env TF_GPU_PS_GPUS without --ps: there is no parameter server to give a GPU."""
+    value = dict(env).get(tf_config.PS_GPUS)
+    if value is not None and flags.ps is None:
+        raise UsageError(
+            f"--env {tf_config.PS_GPUS}={shown(value)} gives the parameter servers a GPU, and "
+            "there are none without --ps: accepted: it together with --workers N --ps M; "
+            f"example: --workers 2 --ps 1 --env {tf_config.PS_GPUS}=true"
+        )
 
 
 def _hosts(flags: Flags, job: str, group: str, count: int, *, separate: bool) -> str:

@@ -153,6 +153,9 @@ def build(
     pools: dict[str, tuple[int, list[Entry]]] = {}
     problems: list[Problem] = []
     for workload in workloads:
+        if workload.gpus.placement is Placement.NONE:
+            _check_without_gpu(workload, problems)
+            continue
         if workload.replicas == 0 or not _resolvable(workload, problems):
             continue
         gpus = workload.gpus
@@ -204,6 +207,18 @@ def build(
     for budget in budgets:
         problems.extend(_judge(budget))
     return budgets, problems
+
+
+def _check_without_gpu(workload: Workload, problems: list[Problem]) -> None:
+    """A container with the kit's variables and no GPU (a parameter server): nothing to budget,
+    but a value its runtime refuses stops it at start (exit 78), and with it the run."""
+    if workload.unresolved and any(u.what in ("env_file", "envFrom") for u in workload.unresolved):
+        return  # what it really gets is not in the files: said by the notes, not judged
+    try:
+        caps_mod.resolve(workload.env, [])
+    except ConfigError as error:
+        fix = f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)"
+        problems.append(Problem("error", workload.who, f"{error} (a pod without a GPU)", fix))
 
 
 def _gpu_order(gpu: str) -> tuple[int, int, str]:

@@ -135,7 +135,9 @@ def _service(
     # checked for every service, as Compose checks the whole file
     replicas, processes = _counts(source, where, service, unresolved)
     if gpus is None:
-        return None
+        if not env:
+            return None  # nothing of the kit's: not a TensorFlow service of ours
+        gpus = GpuRequest(Placement.NONE)  # checked for what the runtime refuses
     return Workload(
         who=name,
         source=source,

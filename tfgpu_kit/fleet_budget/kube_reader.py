@@ -227,7 +227,9 @@ def read(
             env, unresolved = _environment(source, who, container, namespace, cluster)
             gpus = _gpus(source, who, container, env, cluster)
             if gpus is None:
-                continue
+                if not any(name != "JOB_COMPLETION_INDEX" for name in env):
+                    continue  # nothing of the kit's: not a TensorFlow container of ours
+                gpus = GpuRequest(Placement.NONE)  # checked for what the runtime refuses
             workload = Workload(
                 who=who,
                 source=source,
@@ -287,6 +289,12 @@ def _worker_index(workload: Workload, pods: int, cluster: Cluster) -> None:
     if "JOB_COMPLETION_INDEX" not in workload.env:  # a container's own value replaces Kubernetes'
         workload.env["JOB_COMPLETION_INDEX"] = str(max(pods - 1, 0))
         workload.index_per_pod = True
+    if workload.gpus.placement is Placement.NONE:
+        cluster.notes.append(
+            f"{shown(workload.who)}: an Indexed Job of {pods} pod(s) without a GPU (a parameter "
+            "server): nothing to budget; its environment is checked as its runtime will check it"
+        )
+        return
     cluster.notes.append(
         f"{shown(workload.who)}: an Indexed Job of {pods} pod(s) (multi-worker training when "
         "TF_GPU_WORKERS is set): each pod is budgeted as any pod, with its own caps, on the "

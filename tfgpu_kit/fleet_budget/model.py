@@ -14,6 +14,7 @@ class Placement(enum.Enum):
     TIME_SLICED = "time-sliced"  # device plugin time-slicing: R pods may share one physical GPU
     UNKNOWN = "unknown"  # cannot be resolved from the input (reported, not guessed)
     REFUSED = "refused"  # the container would not start on this host (count over its GPUs…)
+    NONE = "none"  # no GPU (a parameter server): nothing to budget, its environment is checked
 
 
 @dataclass(frozen=True)
