@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfgpu.errors import ConfigError, printable, shown
-from tfgpu.tf_config import PS_GPUS
 from tfgpu.names import strangers
 from tfgpu.settings import (
     EXAMPLE_METRICS_PORT,
@@ -28,6 +27,7 @@ from tfgpu.settings import (
     parse_metrics_port,
     parse_virtual_devices,
 )
+from tfgpu.tf_config import PS_GPUS
 
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.name_rules import ENV_NAME, refuse_control
