@@ -218,7 +218,7 @@ def _check_without_gpu(workload: Workload, problems: list[Problem]) -> None:
         caps_mod.resolve(workload.env, [])
     except ConfigError as error:
         fix = f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)"
-        problems.append(Problem("error", workload.who, f"{error} (a pod without a GPU)", fix))
+        problems.append(Problem("error", workload.who, f"{error} (a container without a GPU)", fix))
 
 
 def _gpu_order(gpu: str) -> tuple[int, int, str]:
