@@ -332,3 +332,44 @@ def test_any_text_is_accepted_or_refused_with_the_message(name: str, value: str)
 def test_hypothesis_examples_ran() -> None:
     print(f"parameter-server tf_config property examples: {len(EXAMPLES_RUN)}")
     assert len(EXAMPLES_RUN) >= 100 or not EXAMPLES_RUN
+
+
+def test_the_chief_refuses_a_second_index_from_its_indexed_job() -> None:
+    env = {**PS, "TF_GPU_ROLE": "chief"}
+    with pytest.raises(ConfigError) as caught:
+        parse_environment({**env, "JOB_COMPLETION_INDEX": "1"})
+    assert caught.value.variable == "JOB_COMPLETION_INDEX" and caught.value.example == "0"
+    assert "a second chief" in str(caught.value)
+    assert parse_environment({**env, "JOB_COMPLETION_INDEX": "0"}).tf_config is not None
+
+
+# role (job) names, and whether TensorFlow 2.21's server starts with one (measured below)
+ROLE_NAMES = [("worker-1", False), ("1w", False), ("Worker", True)]
+
+
+@pytest.mark.parametrize(("role", "starts"), [*ROLE_NAMES, ("wörker", False), ("_w", False)])
+def test_a_role_name_tensorflow_aborts_on_is_refused(role: str, starts: bool) -> None:
+    value = json.dumps({"cluster": {role: ["h0:2222"]}, "task": {"type": role, "index": 0}})
+    if starts:
+        assert parse_environment({"TF_CONFIG": value}).tf_config is not None
+        return
+    with pytest.raises(ConfigError, match="a role name TensorFlow aborts on"):
+        parse_environment({"TF_CONFIG": value})
+
+
+@pytest.mark.parametrize(("role", "starts"), ROLE_NAMES)
+def test_the_role_rule_is_tensorflows(role: str, starts: bool) -> None:
+    """The rule above against real TensorFlow (tensorflow-cpu of .venv): its server starts with
+    the names the kit accepts and aborts (SIGABRT) on those it refuses."""
+    code = (
+        "import sys, tensorflow as tf; role = sys.argv[1]; "
+        "tf.distribute.Server(tf.train.ClusterSpec({role: ['localhost:0']}), job_name=role, "
+        "task_index=0, protocol='grpc', start=True); print('STARTED')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, role],
+        env=clean_env(TF_GPU_CONFIG="off"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ("STARTED" in done.stdout) == starts, done.stderr[-2000:]
+    if not starts:
+        assert done.returncode == -6 and "ParseFullName" in done.stderr

@@ -318,6 +318,17 @@ def _valid_address(address: str) -> bool:
     return _valid_host(host)
 
 
+def _job_name(role: str) -> bool:
+    """A job name as TensorFlow's device names take it (tensorflow/tensorflow
+    xla/tsl/util/device_name_utils.cc, DeviceNameUtils::ParseFullName: a letter, then letters,
+    digits and '_', ASCII; `worker-1` or `1w` abort TensorFlow 2.21's server): without `re`."""
+    return (
+        role[:1].isascii()
+        and role[:1].isalpha()
+        and all(c.isascii() and (c.isalnum() or c == "_") for c in role)
+    )
+
+
 def parse_user_tf_config(value: str) -> TfConfig:
     """A TF_CONFIG the user set: TensorFlow's TFConfigClusterResolver would fail late (or, with an
     index outside its cluster, wait for a worker that never comes); this refuses it at the door.
@@ -342,6 +353,13 @@ def parse_user_tf_config(value: str) -> TfConfig:
     seen: Dict[str, str] = {}
     for role, addresses in cluster.items():
         where = f"cluster.{printable(role)}"
+        if not _job_name(role):
+            raise refuse(
+                f"{where[:120]}: a role name TensorFlow aborts on (a job name is "
+                "[A-Za-z][A-Za-z0-9_]*, ASCII: its device names are parsed so, and the server "
+                "dies with 'Check failed: DeviceNameUtils::ParseFullName'); use one such as "
+                "worker, chief, ps or evaluator"
+            )
         if not isinstance(addresses, list) or not addresses:
             raise refuse(f"{where} is not a non-empty list but {_kind(addresses)}")
         for address in addresses:
@@ -503,9 +521,19 @@ def _parse_ps_cluster(
                     why=f"{host!r} is in {other} too",
                 )
     if role == "chief":
-        index_text = get(INDEX)
+        index_text, index_from = get(INDEX), INDEX
+        if index_text is None and environ.get(JOB_INDEX, "").strip():
+            # the chief's Job has one pod, index 0: another index is a second chief
+            index_text, index_from = environ.get(JOB_INDEX, ""), JOB_INDEX
         if index_text is not None and index_text.strip() != "0":
-            raise ConfigError(INDEX, index_text, "0 for the chief (there is one)", "0")
+            raise ConfigError(
+                index_from,
+                index_text,
+                "0 for the chief (there is one: its Job has one pod)",
+                "0",
+                why="a second chief would run the training program again, against the same "
+                "workers and parameter servers",
+            )
         index, index_from = 0, ROLE
     elif role == "worker":
         index, index_from = _task_index(get, environ, workers, "worker", WORKERS)
