@@ -164,3 +164,15 @@ def test_the_door_warns_and_pays_no_difflib_without_a_stranger() -> None:
     assert re.search(
         r"tfgpu: warning: TF_GPU_MEM_LMIT is ignored .*TF_GPU_MEM_LIMIT", result.stderr
     )
+
+
+def test_a_lookalike_letter_is_named_by_its_code_point() -> None:
+    """`-e ТF_GPU_MEM_LIMIT=4GiB` with a Cyrillic Т prints like the real name: the warning says
+    which character is not what it looks like, so the reader is not told "did you mean" the
+    very name they see."""
+    name = "\u0422F_GPU_MEM_LIMIT"
+    found = names.strangers({name: "4GiB"})
+    assert [s.closest for s in found] == ["TF_GPU_MEM_LIMIT"]
+    why = found[0].why()
+    assert "U+0422 CYRILLIC CAPITAL LETTER TE" in why and "not ASCII" in why, why
+    assert names.strangers({"TF_GPU_MEM_LIMIT": "4GiB"}) == []

@@ -188,9 +188,22 @@ class Stranger:
     def case_only(self) -> bool:
         return self.closest is not None and self.closest == self.name.upper()
 
+    def lookalikes(self) -> str:
+        """The characters of the name that are not ASCII, by code point and name (a Cyrillic
+        І prints as the Latin I it mimics): "" when there are none."""
+        odd = [c for c in dict.fromkeys(self.name) if not c.isascii()]
+        if not odd:
+            return ""
+        import unicodedata  # only for a name that holds one
+
+        return ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in odd)
+
     def why(self) -> str:
         whose = self.owner
         guess = f"; did you mean {self.closest}?" if self.closest else ""
+        odd = self.lookalikes()
+        if odd:
+            return f"not a variable {whose} reads: its name holds {odd}, not ASCII{guess}"
         if self.case_only:
             return f"not a variable {whose} reads: names are case-sensitive{guess}"
         if self.closest is not None:
@@ -228,6 +241,8 @@ def _service_link(name: str, value: str) -> bool:
 def _suspect(name: str, value: str) -> bool:
     """Cheap (no difflib): could `name` be one of the kit's, or a near miss of a native name?"""
     upper = name.upper()
+    if not name.isascii():  # a look-alike letter (Cyrillic Т in ТF_GPU_…): judged by difflib
+        return True
     if upper.startswith(KIT_PREFIXES):
         return name not in KNOWN and not _service_link(name, value)
     if name in KNOWN or not upper.startswith(_NATIVE_PREFIXES):
