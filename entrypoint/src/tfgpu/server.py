@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from tfgpu.tf_config import TfConfig
 
 SERVED_ROLES = ("worker", "ps")
+# a TF_CONFIG whose task `tfgpu server` serves: a value of TF_CONFIG, as every example is
+SERVED_EXAMPLE = (
+    '{"cluster": {"chief": ["c:2222"], "worker": ["w0:2222"], "ps": ["p0:2222"]}, '
+    '"task": {"type": "worker", "index": 0}}'
+)
 NO_CLUSTER = (
     "a parameter-server cluster: TF_GPU_PS, TF_GPU_WORKERS, TF_GPU_WORKER_HOSTS, TF_GPU_PS_HOSTS, "
     "TF_GPU_CHIEF_HOST and TF_GPU_ROLE=worker or ps (docs/runtime.md), or your own TF_CONFIG "
@@ -67,26 +72,23 @@ def cluster_to_serve(environ: "MutableMapping[str, str]") -> "TfConfig":
         cfg = settings.tf_config
         if settings.hide_gpus and "CUDA_VISIBLE_DEVICES" not in environ:
             environ["CUDA_VISIBLE_DEVICES"] = ""  # run directly, not under `tfgpu run`
-    variable = "TF_GPU_ROLE" if cfg.built else "TF_CONFIG"
-    value = cfg.task_type if cfg.built else cfg.value
     if "ps" not in cfg.cluster:
-        raise ConfigError(
-            variable,
-            value,
-            NO_CLUSTER,
-            "TF_GPU_PS=1",
-            why="the cluster has no ps role: with MultiWorkerMirroredStrategy every worker runs "
-            "the training program itself, not `tfgpu server`",
+        why = (
+            "the cluster has no ps role: with MultiWorkerMirroredStrategy every worker runs "
+            "the training program itself, not `tfgpu server`"
         )
+        if cfg.built:
+            raise ConfigError("TF_GPU_PS", environ.get("TF_GPU_PS", ""), NO_CLUSTER, "1", why=why)
+        raise ConfigError("TF_CONFIG", cfg.value, NO_CLUSTER, SERVED_EXAMPLE, why=why)
     if cfg.task_type not in SERVED_ROLES:
-        raise ConfigError(
-            variable,
-            value,
-            "worker or ps: `tfgpu server` is the server of a worker or parameter server",
-            "worker",
-            why=f"this task is the {printable(cfg.task_type)}, which runs your training program "
-            "(ParameterServerStrategy + ClusterCoordinator), not a server",
+        why = (
+            f"this task is the {printable(cfg.task_type)}, which runs your training program "
+            "(ParameterServerStrategy + ClusterCoordinator), not a server"
         )
+        accepted = "worker or ps: `tfgpu server` is the server of a worker or parameter server"
+        if cfg.built:
+            raise ConfigError("TF_GPU_ROLE", cfg.task_type, accepted, "worker", why=why)
+        raise ConfigError("TF_CONFIG", cfg.value, accepted, SERVED_EXAMPLE, why=why)
     return cfg
 
 
