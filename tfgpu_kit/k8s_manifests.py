@@ -70,6 +70,7 @@ class Workload:
     # three groups of a parameter-server cluster are one app under one Service
     app: str = ""
     gpu: bool = True  # nvidia.com/gpu and the GPU caps (parameter servers: none)
+    summary: str = ""  # the manifest's header: what this group is, its role and counts
 
 
 @functools.cache  # one environment: its templates compile once per process
@@ -82,7 +83,7 @@ def _jinja() -> jinja2.Environment:
     return env
 
 
-_COMMENT_SAFE = re.compile(r"[A-Za-z0-9., /:_-]*")
+_COMMENT_SAFE = re.compile(r"[A-Za-z0-9.,;() /:_-]*")
 
 
 def _comment_text(value: object) -> str:
@@ -165,7 +166,13 @@ def _workloads(
             for group, context in zip(groups, contexts, strict=True)
         ]
         return [_render("jobset", jobs=replicated, **contexts[0])]
-    service = dataclasses.replace(first, name=first.app or first.name, app="")
+    pods = ", ".join(
+        _count(group.parallelism, *_POD_NAMES[group.workers.role if first.workers.ps else ""])
+        for group in groups
+        if group.workers is not None
+    )
+    summary = f"the {pods} of {first.app or first.name}"
+    service = dataclasses.replace(first, name=first.app or first.name, app="", summary=summary)
     suffix = [
         f"-{group.workers.role}" if first.workers.ps and group.workers else "" for group in groups
     ]
@@ -174,6 +181,15 @@ def _workloads(
         for end, context in zip(suffix, contexts, strict=True)
     ]
     return [*jobs, _render("service", **_context("job", service, kit))]
+
+
+# how the Service's header counts each group's pods ("": the workers of a job without roles)
+_POD_NAMES = {
+    "": ("worker", "workers"),
+    "chief": ("chief", "chiefs"),
+    "worker": ("worker", "workers"),
+    "ps": ("parameter server", "parameter servers"),
+}
 
 
 def _trainer(
@@ -265,7 +281,7 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         serve = _serve(flags, metrics, prestop)
         outputs.append(_render("deployment", **_context("deployment", serve, kit)))
     if flags.kind in ("all", "job"):
-        outputs += _training(_train(flags, contract.env), kit)
+        outputs += _training(_train(flags, contract.env, gpus), kit)
     if monitor is not None:
         outputs.append(monitor)
     if slices is not None:
@@ -523,7 +539,11 @@ def _serve(flags: Flags, metrics: int, prestop: int) -> Workload:
     )
 
 
-def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
+def _train(flags: Flags, env: list[tuple[str, str]], gpus: int) -> list[Workload]:
     """The training Job; with --workers its group; with --ps its chief, workers and parameter
     servers (the chief runs the command, the others their role's gRPC server)."""
     args = _command("--train-cmd", flags.value("train_cmd"))
@@ -540,8 +560,15 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
             whole_number(f"--{name}", flags.value(name), example, high=MAX_INT32)
             for name, example in (("parallelism", "2"), ("completions", "1"))
         )
+        summary = f"a TensorFlow training Job on {_count(gpus, 'GPU', 'GPUs')} per pod"
         return [
-            Workload(f"{flags.name}-train", args, parallelism=parallelism, completions=completions)
+            Workload(
+                f"{flags.name}-train",
+                args,
+                parallelism=parallelism,
+                completions=completions,
+                summary=summary,
+            )
         ]
     workers = k8s_workers.workers(flags, env)
     job = f"{flags.name}-train"
@@ -555,8 +582,26 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
                 backoff_limit=0 if workers.jobset else workers.backoff_limit,
                 workers=workers,
                 app=job if workers.trainer else "",
+                summary=(
+                    f"{_count(workers.count, 'TensorFlow worker', 'TensorFlow workers')} "
+                    f"training one model, {_count(gpus, 'GPU', 'GPUs')} each"
+                ),
             )
         ]
+    ps_gpus = k8s_workers.ps_gpus(env)
+    counts = (
+        f"a chief, {_count(workers.count, 'worker', 'workers')}, "
+        f"{_count(workers.ps, 'parameter server', 'parameter servers')}"
+    )
+    each = _count(gpus, "GPU", "GPUs")
+    summaries = {
+        "chief": f"the chief of {job} ({counts}): it runs the training program, on {each}",
+        "worker": f"the {_count(workers.count, 'worker', 'workers')} of {job} ({counts}): "
+        f"each runs the steps the chief sends, on {each}",
+        "ps": f"the {_count(workers.ps, 'parameter server', 'parameter servers')} of {job} "
+        f"({counts}): each holds a share of the variables, "
+        + (f"on {each}" if ps_gpus else "with no GPU"),
+    }
     groups = []
     for role in ROLES:
         pods = {"chief": 1, "worker": workers.count, "ps": workers.ps}[role]
@@ -581,7 +626,8 @@ def _train(flags: Flags, env: list[tuple[str, str]]) -> list[Workload]:
                 backoff_limit=group.backoff_limit if survives else 0,
                 workers=group,
                 app=job,
-                gpu=role != "ps" or k8s_workers.ps_gpus(env),  # --env TF_GPU_PS_GPUS=true
+                gpu=role != "ps" or ps_gpus,  # --env TF_GPU_PS_GPUS=true
+                summary=summaries[role],
             )
         )
     return groups

@@ -137,3 +137,46 @@ def test_plan_checks_pods_and_services_without_a_gpu(
     code, report = plan_json(capsys, [str(path)], "--gpu-memory", "16GiB")
     assert code == 1 and any("TF_GPU_MEM_LIMIT='4MB'" in e for e in errors(report)), report
     assert not any("prometheus" in e for e in errors(report))
+
+
+def header(path: Path) -> str:
+    """The manifest's leading comment, as one line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    text = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        text.append(line.lstrip("# "))
+    return " ".join(text)
+
+
+@pytest.mark.parametrize("ps_gpus", [False, True])
+def test_each_manifest_header_tells_its_own_role_and_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ps_gpus: bool
+) -> None:
+    """Before: the chief's and the parameter server's Jobs both said "a TensorFlow training job on
+    1 GPU(s) per pod, 1 workers training one model", and the Service "each of the 1 workers"."""
+    extra = ["--env", "TF_GPU_PS_GPUS=true"] if ps_gpus else []
+    render(tmp_path, capsys, "--workers", "3", "--ps", "2", "--gpus", "2", *extra)
+    counts = "(a chief, 3 workers, 2 parameter servers)"
+    chief, worker, ps = (header(tmp_path / f"job-{role}.yaml") for role in ("chief", "worker", "ps"))
+    assert f"the chief of tfgpu-train {counts}: it runs the training program, on 2 GPUs" in chief
+    assert f"the 3 workers of tfgpu-train {counts}" in worker and "on 2 GPUs" in worker
+    assert f"the 2 parameter servers of tfgpu-train {counts}" in ps
+    assert ("on 2 GPUs" if ps_gpus else "with no GPU") in ps
+    service = header(tmp_path / "service.yaml")
+    assert "each of the 1 chief, 3 workers, 2 parameter servers of tfgpu-train" in service
+
+
+def test_a_plain_job_header_counts_its_gpus_and_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for flags, words in (
+        (["--gpus", "1"], "a TensorFlow training Job on 1 GPU per pod"),
+        (["--workers", "4", "--gpus", "2"], "4 TensorFlow workers training one model, 2 GPUs each"),
+    ):
+        out = tmp_path / str(len(flags))
+        code = cli.main(["k8s", "--image", IMAGE, "--kind", "job", "--out", str(out), *flags])
+        assert code == 0, capsys.readouterr().err
+        assert words in header(out / "job.yaml"), header(out / "job.yaml")
+    assert "each of the 4 workers of tfgpu-train" in header(tmp_path / "4" / "service.yaml")

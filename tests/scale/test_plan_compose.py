@@ -444,3 +444,24 @@ def test_string_profile_is_named_whole_in_the_note(
     code, report = plan_json(capsys, [path], "--gpu-memory", "16GiB")
     assert code == 0
     assert any("only starts with profile(s) dev (pass --profile" in n for n in report["notes"])
+
+
+def test_the_compose_file_publishes_no_port_beyond_the_host() -> None:
+    """TensorFlow's gRPC has no authentication: the stack publishes no training port, and every
+    port it publishes binds the host's loopback (a bare "8501:8501" binds every interface)."""
+    import yaml
+    from tfgpu import tf_config
+
+    stack = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    published = [
+        (name, str(port))
+        for name, svc in stack["services"].items()
+        for port in svc.get("ports", [])
+    ]
+    assert published, "the stack publishes its model servers and metrics"
+    for name, port in published:
+        assert port.startswith("127.0.0.1:"), (name, port)
+        assert not port.endswith(f":{tf_config.DEFAULT_PORT}"), (name, port)
+    for svc in stack["services"].values():
+        env = svc.get("environment", {})
+        assert not {"TF_CONFIG", "TF_GPU_PS", "TF_GPU_WORKERS"} & set(env), svc
