@@ -113,8 +113,10 @@ def test_every_pod_starts_or_k8s_refuses(
                     parse_environment({**own, "JOB_COMPLETION_INDEX": str(index)})
                 except ConfigError as error:
                     pytest.fail(f"{flags}: a pod would exit 78: {error}")
-        if form != "trainer":  # plan reads Jobs and JobSets (a runtime is a template)
-            code = cli.main(["plan", *files, "--json", "--gpu-memory", "80GiB"])
-            report = yaml.safe_load(capsys.readouterr().out)
-            refusals = [p for p in report["problems"] if "exit 78" in p["fix"]]
-            assert refusals == [], (flags, refusals)
+        code = cli.main(["plan", *files, "--json", "--gpu-memory", "80GiB"])
+        report = yaml.safe_load(capsys.readouterr().out)
+        if form == "trainer":  # a runtime is a template: plan says so, never "OK"
+            assert code == 1 and [p["who"] for p in report["problems"]] == ["TrainJob/t-train"]
+            return
+        refusals = [p for p in report["problems"] if "exit 78" in p["fix"]]
+        assert refusals == [], (flags, refusals)

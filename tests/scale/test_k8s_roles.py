@@ -159,7 +159,9 @@ def test_each_manifest_header_tells_its_own_role_and_counts(
     extra = ["--env", "TF_GPU_PS_GPUS=true"] if ps_gpus else []
     render(tmp_path, capsys, "--workers", "3", "--ps", "2", "--gpus", "2", *extra)
     counts = "(a chief, 3 workers, 2 parameter servers)"
-    chief, worker, ps = (header(tmp_path / f"job-{role}.yaml") for role in ("chief", "worker", "ps"))
+    chief, worker, ps = (
+        header(tmp_path / f"job-{role}.yaml") for role in ("chief", "worker", "ps")
+    )
     assert f"the chief of tfgpu-train {counts}: it runs the training program, on 2 GPUs" in chief
     assert f"the 3 workers of tfgpu-train {counts}" in worker and "on 2 GPUs" in worker
     assert f"the 2 parameter servers of tfgpu-train {counts}" in ps

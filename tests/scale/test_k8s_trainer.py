@@ -24,7 +24,7 @@ import pytest
 import yaml
 from tfgpu.settings import parse_environment
 
-from tests.scale.helpers import peers_only, validate_job_templates
+from tests.scale.helpers import errors, peers_only, plan_json, validate_job_templates, write
 from tests.scale.test_k8s_multiworker import _strict
 from tfgpu_kit import cli
 
@@ -157,3 +157,34 @@ def test_bad_trainer_flags(
     assert cli.main(["k8s", "--image", IMAGE, "--kind", "job", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("servers", [0, 1])
+def test_plan_names_what_it_does_not_read_in_trainer_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], servers: int
+) -> None:
+    """Before: `plan clustertrainingruntime.yaml trainjob.yaml` printed "plan OK: 0 GPU budget(s)
+    fit" for pods it never read. A TrainJob alone is an error that says what to plan; beside
+    the JobSet Trainer makes of it (the runtime's template under the TrainJob's name), the
+    TrainJob is planned through that JobSet."""
+    flags = ["--workers", "2", "--mem-limit", "4GiB"] + (["--ps", "1"] if servers else [])
+    runtime, trainjob = render(capsys, *flags)
+    files = [write(tmp_path, "runtime.yaml", runtime), write(tmp_path, "trainjob.yaml", trainjob)]
+    code, report = plan_json(capsys, files, "--gpu-memory", "16GiB")
+    assert code == 1
+    [problem] = report["problems"]
+    assert problem["who"] == "TrainJob/tfgpu-train"
+    assert "ClusterTrainingRuntimes are not read" in problem["what"]
+    assert "kubectl get jobset tfgpu-train" in problem["fix"] and "--jobset" in problem["fix"]
+    assert any("ClusterTrainingRuntime/" in note and "not read" in note for note in report["notes"])
+    jobset = {  # what Trainer's controller makes: the runtime's JobSet, named after the TrainJob
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": trainjob["metadata"]["name"]},
+        "spec": runtime["spec"]["template"]["spec"],
+    }
+    files.append(write(tmp_path, "jobset.yaml", jobset))
+    code, report = plan_json(capsys, files, "--gpu-memory", "16GiB")
+    assert code == 0, errors(report)
+    assert report["gpus"], "the JobSet's GPU pods are budgeted"
+    assert any("planned through its JobSet" in note for note in report["notes"])

@@ -7,6 +7,7 @@ reports such values instead of guessing what they will be."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from tfgpu.names import JOB_INDEX
 
@@ -35,6 +36,28 @@ def compose_interpolated(value: str) -> bool:
 
 def kube_interpolated(value: str) -> bool:
     return bool(_KUBE_REFERENCE.search(value))
+
+
+# Kubernetes' expansion (third_party/forked/golang/expansion/expand.go): `$$` is a literal `$`,
+# `$(NAME)` the value of a variable defined earlier in the container, left as written if none
+_KUBE_EXPANSION = re.compile(r"\$(?:\$|\(([^)]*)\))")
+
+
+def kube_expand(value: str, defined: Mapping[str, str]) -> tuple[str, bool]:
+    """(value as the kubelet expands it from `defined`, whether every reference was known)."""
+    known = True
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal known
+        name = match.group(1)
+        if name is None:
+            return "$"
+        if name in defined:
+            return defined[name]
+        known = False
+        return match.group(0)
+
+    return _KUBE_EXPANSION.sub(one, value), known
 
 
 def scalar_text(value: object) -> str:

@@ -224,7 +224,8 @@ def read(
                 source, f"{where} container name", container.get("name", "?"), "name: tf"
             )
             who = f"{where}[{container_name}]"
-            env, unresolved = _environment(source, who, container, namespace, cluster)
+            labels = _strings(source, f"{where} template labels", meta.get("labels"))
+            env, unresolved = _environment(source, who, container, namespace, cluster, labels)
             gpus = _gpus(source, who, container, env, cluster)
             if gpus is None:
                 if not any(name != "JOB_COMPLETION_INDEX" for name in env):
@@ -267,6 +268,9 @@ def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Ma
             job_name = text(source, f"{where}[].name", job.get("name"), example)
             template = mapping(source, f"{where}[].template", job.get("template"), "{}")
             job_spec = dict(mapping(source, "JobSet Job spec", template.get("spec"), "{}"))
+            job_spec["template"] = _jobset_labelled(
+                source, job_spec.get("template"), name, job_name
+            )
             copies, _ = _count("replicas", job.get("replicas", 1))
             parallelism, _ = _count("parallelism", job_spec.get("parallelism", 1))
             job_spec["parallelism"] = copies * parallelism
@@ -281,6 +285,24 @@ def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Ma
                 }
             )
     return out
+
+
+# the labels JobSet's controller puts on every pod (kubernetes-sigs/jobset,
+# api/jobset/v1alpha2/jobset_types.go: JobSetNameKey, ReplicatedJobNameKey), which its pods'
+# `fieldRef`s read (the kit's Trainer runtime names its hosts from the first)
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+def _jobset_labelled(source: str, raw: object, jobset: str, replicated: str) -> object:
+    """The pod template with the labels JobSet adds; anything else is left for _pod_template to
+    judge (and refuse with its own message)."""
+    if not isinstance(raw, Mapping):
+        return raw
+    meta = mapping(source, "JobSet pod template metadata", raw.get("metadata"), "{}")
+    labels = mapping(source, "JobSet pod template labels", meta.get("labels"), "{}")
+    labels = {**labels, JOBSET_NAME_LABEL: jobset, REPLICATED_JOB_LABEL: replicated}
+    return {**raw, "metadata": {**meta, "labels": labels}}
 
 
 def _worker_index(workload: Workload, pods: int, cluster: Cluster) -> None:
@@ -440,12 +462,22 @@ def _gpus(
     return None
 
 
+_LABEL_FIELD = re.compile(r"metadata\.labels\['([^']*)'\]")
+
+
 def _environment(
-    source: str, who: str, container: Mapping[str, Any], namespace: str, cluster: Cluster
+    source: str,
+    who: str,
+    container: Mapping[str, Any],
+    namespace: str,
+    cluster: Cluster,
+    labels: Mapping[str, str],
 ) -> tuple[dict[str, str], list[Unresolved]]:
     """Known values of the relevant variables, and what is unknown. `env` wins over
-    `envFrom`, as in Kubernetes."""
+    `envFrom`, as in Kubernetes; `$(NAME)` is expanded as the kubelet does, from the variables
+    defined before it (a literal, or a fieldRef to one of the pod template's labels)."""
     env: dict[str, str] = {}
+    defined: dict[str, str] = {}  # every variable, relevant or not, that `$(NAME)` can name
     unresolved: list[Unresolved] = []
     example = "envFrom: [{configMapRef: {name: caps}}]"
     for item in mappings(source, f"{who} envFrom", container.get("envFrom"), example):
@@ -471,15 +503,29 @@ def _environment(
         value = item.get("value")
         if value is not None:  # EnvVar.value is a string, whatever the variable
             text(source, f"{who} env {shown(name)} value", value, example + " (quote numbers)")
+        literal = "value" in item or "valueFrom" not in item
+        if literal:
+            expanded, known = envvars.kube_expand(str(value or ""), defined)
+            if known:
+                defined[name] = expanded
+        else:
+            defined.pop(name, None)
+            label = _label_ref(item["valueFrom"])
+            if label is not None and label in labels:
+                defined[name] = labels[label]
         if not envvars.relevant(name):
             continue
         env.pop(name, None)
-        if "value" in item or "valueFrom" not in item:
-            value = value or ""
-            if envvars.kube_interpolated(value):
-                unresolved.append(Unresolved(name, f"'{shown(value)}' expands $(…) at run time"))
+        if literal:
+            if known:
+                env[name] = expanded
             else:
-                env[name] = value.replace("$$(", "$(")
+                unresolved.append(
+                    Unresolved(name, f"'{shown(str(value))}' expands $(…) at run time")
+                )
+            continue
+        if name in defined:  # a label of the pod template
+            env[name] = defined[name]
             continue
         value_from = mapping(source, f"{who} env {shown(name)} valueFrom", item["valueFrom"], "{}")
         ref_where = f"{who} env {shown(name)} configMapKeyRef"
@@ -494,3 +540,11 @@ def _environment(
             kinds = ", ".join(shown(str(k)) for k in sorted(map(str, value_from))) or "valueFrom"
             unresolved.append(Unresolved(name, f"comes from {kinds}, which is not in the input"))
     return env, unresolved
+
+
+def _label_ref(value_from: object) -> str | None:
+    """The label a `valueFrom: {fieldRef: {fieldPath: metadata.labels['k']}}` reads, or None."""
+    ref = value_from.get("fieldRef") if isinstance(value_from, Mapping) else None
+    path = ref.get("fieldPath") if isinstance(ref, Mapping) else None
+    match = _LABEL_FIELD.fullmatch(path) if isinstance(path, str) else None
+    return match.group(1) if match else None

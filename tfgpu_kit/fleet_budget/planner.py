@@ -63,6 +63,7 @@ def check(args: PlanRequest) -> int:
     if (note := budget.mixed_sizes_note(memory, inputs.workloads)) is not None:
         inputs.notes.append(note)
     budgets, problems = budget.build(inputs.workloads, memory=memory, overhead_mib=overhead)
+    problems = [*inputs.problems, *problems]
     if args.prometheus_rules is not None:
         _write_rules(Path(args.prometheus_rules), budgets, uuids, args.files, inputs.notes)
     if args.json:

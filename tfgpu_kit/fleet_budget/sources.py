@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu_kit.errors import EXIT_IO, KitError, UsageError
-from tfgpu_kit.fleet_budget import compose_reader, kube_reader
-from tfgpu_kit.fleet_budget.model import Workload
+from tfgpu_kit.fleet_budget import compose_reader, kube_reader, trainer_objects
+from tfgpu_kit.fleet_budget.model import Problem, Workload
 from tfgpu_kit.yamlfile import load_documents, shown
 
 
@@ -32,6 +32,7 @@ class UnreadableInput(KitError):
 class Inputs:
     workloads: list[Workload] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # inputs plan cannot vouch for
 
 
 def load(
@@ -76,6 +77,10 @@ def load(
         with _shape(path, "Kubernetes manifests"):
             inputs.workloads += kube_reader.read(objects, source=path, cluster=cluster)
     inputs.notes += cluster.notes
+    notes, inputs.problems = trainer_objects.judge(
+        doc for _, objects in manifests for doc in objects
+    )
+    inputs.notes += notes
     _check_profiles(profiles, profiles_seen, composes)
     if len(paths) > 1:
         for workload in inputs.workloads:
