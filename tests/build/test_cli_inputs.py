@@ -141,3 +141,32 @@ def test_an_unwritable_output_name_is_escaped(
     code = cli.main(["plan", compose, "--gpu-memory", "16GiB", "--prometheus-rules", str(target)])
     err = capsys.readouterr().err
     assert code == 5 and "no\\nsuch" in err and "no\nsuch" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["sbom", "bad::ref"], 2, "IMAGE 'bad::ref' is not valid"),
+        (["sbom", "tfgpu/TensorFlow:1"], 2, "lower-case path"),
+        (["sbom", "tfgpu/x:1", "--out="], 2, "--out is empty"),
+        (
+            ["sbom", "tfgpu/x:1", "--out", "/nonexistent-tfgpu/sbom.json"],
+            5,
+            "folder does not exist",
+        ),
+        (["sbom", "tfgpu/x:1", "--out", "/"], 5, "is a folder"),
+    ],
+)
+def test_sbom_checks_its_arguments_before_it_asks_an_engine(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    code: int,
+    message: str,
+) -> None:
+    """Before: every mistake answered "no Docker engine answers" where none ran, and a bad --out
+    was found only after the image was read."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent-tfgpu.sock")
+    got, _, err = _main(capsys, *args)
+    assert (got, message in err) == (code, True), err
+    assert "Docker engine" not in err
