@@ -465,3 +465,35 @@ def test_the_compose_file_publishes_no_port_beyond_the_host() -> None:
     for svc in stack["services"].values():
         env = svc.get("environment", {})
         assert not {"TF_CONFIG", "TF_GPU_PS", "TF_GPU_WORKERS"} & set(env), svc
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        # the runtime warns about a misspelt name and starts: it never exits 78 for one
+        ({"TF_GPU_MEM_LMIT": "4096"}, "as if TF_GPU_MEM_LIMIT were not set: with no cap"),
+        (
+            {"TF_GPU_MEM_LMIT": "4096", "TF_GPU_MEMORY_GROWTH": "true"},
+            "with no cap, it grows on demand up to the whole GPU",
+        ),
+        (
+            {"TF_GPU_MEMORY_GROWHT": "true", "TF_GPU_MEM_LIMIT": "4096"},
+            "as if TF_GPU_MEMORY_GROWTH were not set",
+        ),
+        ({"TF_GPU_MEM_LIMIT": "lots"}, "the container would refuse to start (exit 78)"),
+    ],
+)
+def test_the_fix_says_what_the_container_would_really_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], env: dict[str, str], says: str
+) -> None:
+    """Before: a misspelt name's fix said "the container would refuse to start (exit 78)", where
+    the runtime warns and starts without what the name meant to set."""
+    from tfgpu.settings import parse_environment
+
+    path = write(tmp_path, "compose.yaml", {"services": {"a": service(env, gpu("0"))}})
+    code, report = plan_json(capsys, [path], "--gpu-memory", "16GiB")
+    [problem] = [p for p in report["problems"] if p["severity"] == "error"]
+    assert code == 1 and says in problem["fix"], problem["fix"]
+    if "exit 78" not in says:  # and the runtime does start: a warning, no refusal
+        assert any("is ignored" in w for w in parse_environment(env).warnings)
+        assert "exit 78" not in problem["fix"]

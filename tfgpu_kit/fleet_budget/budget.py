@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tfgpu.errors import ConfigError
-from tfgpu.names import JOB_INDEX
+from tfgpu.names import JOB_INDEX, UnknownName
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.fleet_budget import caps as caps_mod
@@ -167,7 +167,7 @@ def build(
         try:
             caps = caps_mod.resolve(workload.env, totals)
         except ConfigError as error:
-            fix = f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)"
+            fix = _fix(workload, error, totals)
             problems.append(Problem("error", workload.who, str(error), fix))
             continue
         problems.extend(Problem("warning", workload.who, w, "") for w in caps.warnings)
@@ -217,8 +217,33 @@ def _check_without_gpu(workload: Workload, problems: list[Problem]) -> None:
     try:
         caps_mod.resolve(workload.env, [])
     except ConfigError as error:
-        fix = f"fix it in {workload.fix_hint}: the container would refuse to start (exit 78)"
-        problems.append(Problem("error", workload.who, f"{error} (a container without a GPU)", fix))
+        what = f"{error} (a container without a GPU)"
+        problems.append(Problem("error", workload.who, what, _fix(workload, error)))
+
+
+def _fix(workload: Workload, error: ConfigError, totals: Sequence[float] = ()) -> str:
+    """Where to fix a refused value, and what the container would really do with it: a value is
+    refused at start (exit 78); a misspelt name is only warned about, and the container runs as
+    the runtime reads the rest of its environment."""
+    where = f"fix it in {workload.fix_hint}"
+    if not isinstance(error, UnknownName):
+        return f"{where}: the container would refuse to start (exit 78)"
+    meant = f"as if {error.closest} were not set"
+    rest = {k: v for k, v in workload.env.items() if k != error.variable}
+    try:
+        caps = caps_mod.resolve(rest, totals)
+    except ConfigError as other:  # the rest holds a refusal of its own
+        return f"{where}; and then: {other}"
+    if caps.enabled and totals and all(cap is None for cap in caps.per_gpu):
+        memory = (
+            "it grows on demand up to the whole GPU"
+            if caps.growth
+            # plan reads no image: the kit's images set TF_GPU_MEMORY_GROWTH=true
+            else "it can take all of every GPU it sees (at start; on demand in the kit's "
+            "images, which set TF_GPU_MEMORY_GROWTH=true)"
+        )
+        meant += f": with no cap, {memory}"
+    return f"{where}: the container would start, warn that the name is ignored, and run {meant}"
 
 
 def _gpu_order(gpu: str) -> tuple[int, int, str]:
