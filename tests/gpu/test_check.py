@@ -102,3 +102,31 @@ def test_the_driver_verdict(
     assert words in run.logs
     assert f"NVIDIA driver: {driver}" in run.stdout
     figures.update(image=images[version], driver=driver, exit=run.exit_code)
+
+
+def test_a_parameter_server_started_without_the_door_sees_no_gpu(
+    gpu_host: GpuHost, runtime_image: str
+) -> None:
+    """A parameter server's plain `command:` (no `tfgpu run`): the hook hides the GPUs before
+    TensorFlow lists them, as `tfgpu show` says it does"""
+    env = {
+        "TF_GPU_PS": "1",
+        "TF_GPU_WORKERS": "1",
+        "TF_GPU_WORKER_HOSTS": "w-{index}.t",
+        "TF_GPU_PS_HOSTS": "p-{index}.t",
+        "TF_GPU_CHIEF_HOST": "c.t",
+        "TF_GPU_ROLE": "ps",
+        "JOB_COMPLETION_INDEX": "0",
+    }
+    code = "import tensorflow as tf; print('GPUS', len(tf.config.list_physical_devices('GPU')))"
+    run = gpu_host.run(runtime_image, ["python", "-c", code], env, run_options={"entrypoint": []})
+    assert run.exit_code == 0, run.tail()
+    assert "GPUS 0" in run.stdout, run.tail()
+    shown = gpu_host.run(runtime_image, ["tfgpu", "show"], env, run_options={"entrypoint": []})
+    assert "a parameter server: no GPU" in shown.stdout, shown.stdout
+    # a worker of the same cluster keeps its GPU
+    worker = gpu_host.run(
+        runtime_image, ["python", "-c", code], {**env, "TF_GPU_ROLE": "worker"},
+        run_options={"entrypoint": []},
+    )  # fmt: skip
+    assert "GPUS 1" in worker.stdout, worker.tail()

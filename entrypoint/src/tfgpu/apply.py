@@ -70,6 +70,11 @@ def configure_tensorflow(
     settings = parse_environment(environ)
     if not settings.enabled:
         return None
+    if settings.hide_gpus:
+        # a parameter server started without `tfgpu run` (a Kubernetes `command:`): hidden here,
+        # as the door hides them, before TensorFlow's first device listing runs cuInit (CUDA
+        # reads CUDA_VISIBLE_DEVICES then), so what `tfgpu show` says holds
+        env_out["CUDA_VISIBLE_DEVICES"] = ""
     # Only what needs devices lists them (see the module doc: listing runs cuInit).
     cfg = tf.config
     needs_gpus = settings.asks_for_gpu_config or settings.required
