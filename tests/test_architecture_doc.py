@@ -8,10 +8,10 @@ counts from the imports."""
 from __future__ import annotations
 
 import ast
-import sys
 import configparser
 import importlib.util
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 

@@ -78,13 +78,14 @@ def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
 
 def _alternatives(r: rules.Assessment) -> str:
     """What to use instead of a version that does not run: the nearest that do not fail on the
-    arch, the newest known to run and, with an arch, a newer one that the driver runs but whose
-    coverage of the arch is unknown."""
+    arch, the newest that runs (on an arch: not known to fail there) and, with an arch, a newer
+    one that the driver runs but whose coverage of the arch is unknown."""
     text = ""
     if r.nearest:
         near = [f"{v} ({side})" for side, v in r.nearest.items() if v]
         text += f"; nearest not known to fail on {r.arch}: {' or '.join(near) or 'none'}"
-    runs = f"known to run on {r.arch}" if r.arch else "that runs"
+    # on an arch: not "known to run", for PTX JIT on a newer GPU is mostly not reported either way
+    runs = f"that the driver runs, not known to fail on {r.arch}" if r.arch else "that runs"
     text += f"; newest TensorFlow {runs}: {r.newest_runnable or 'none'}"
     if r.newest_unassessed:
         text += (

@@ -4,14 +4,19 @@ CycloneDX specification's schema by cyclonedx-python-lib."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
+import os
 import tarfile
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tfgpu_kit.errors import KitError
+from tfgpu_kit.name_rules import image_reference
 
 log = logging.getLogger(__name__)
 
@@ -100,3 +105,41 @@ def read(c: Any, ref: str) -> Sbom:
         text = extracted.read().decode("utf-8")
     validate(text)
     return Sbom(ref, path, text, json.loads(text))
+
+
+def export(image: str, out: Path | None) -> Sbom:
+    """`build.py sbom IMAGE [--out FILE]`: the arguments checked before the engine is asked
+    anything, the SBOM read and validated, and FILE written whole (or not at all)."""
+    # Here: the Docker SDK costs every build.py command 45-90 ms to import.
+    from tfgpu_kit import docker_engine
+
+    ref = image_reference("IMAGE", image, "tfgpu/tensorflow:2.21.0-gpu")
+    if out is not None:
+        _check_writable(out)
+    found = read(docker_engine.client(), ref)
+    if out is not None:
+        _write_whole(out, found.text)
+    return found
+
+
+def _check_writable(out: Path) -> None:
+    """OSError (exit 5, naming the path) when FILE could not be written: a folder, or a folder
+    that is missing or not writable."""
+    if out.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder: --out takes a file", str(out))
+    if not out.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(out))
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "its folder is not writable", str(out))
+
+
+def _write_whole(out: Path, text: str) -> None:
+    """FILE as a whole or not at all: written beside it, then renamed over it."""
+    fd, temp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temp, out)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
