@@ -36,6 +36,7 @@ TYPOS = (
     "tests/runtime/test_names.py",
     "tests/runtime/test_contract_inputs.py",
     "tests/scale/test_contract_agreement.py",
+    "tests/scale/test_plan_compose.py",
 )
 # What the images set (dockerfiles/*/Dockerfile ENV) and what NVIDIA's bases set.
 IMAGE_ENV = {**KIT_IMAGE_ENV, "CUDA_VERSION": "12.5.1", "TF_CPP_MIN_LOG_LEVEL": "2"}
