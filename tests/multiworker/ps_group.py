@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -132,3 +133,25 @@ def wait_for_mark(task: Worker, name: str, timeout: float) -> float:
             raise AssertionError(f"the chief exited before {name!r}\n{task.logs()[-6000:]}")
         time.sleep(0.2)
     raise AssertionError(f"no {name!r} from the chief in {timeout}s\n{task.logs()[-6000:]}")
+
+
+def _docker_time(stamp: str) -> float:
+    """An RFC 3339 time as docker writes it (UTC, nanoseconds) as time.time() counts."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    base = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    return base.timestamp() + float(f"0.{fraction or '0'}")
+
+
+def finished_at(task: Worker) -> float:
+    """When the container's process ended (docker's State.FinishedAt)."""
+    task.container.reload()
+    return _docker_time(task.container.attrs["State"]["FinishedAt"])
+
+
+def line_time(task: Worker, words: str) -> float:
+    """When the container wrote its first log line holding `words` (docker's timestamps)."""
+    raw = task.container.logs(stdout=True, stderr=True, timestamps=True)
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if words in line:
+            return _docker_time(line.split(" ", 1)[0])
+    raise AssertionError(f"no line with {words!r}\n{task.logs()[-4000:]}")

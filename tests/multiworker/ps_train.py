@@ -4,9 +4,10 @@ tf.distribute.experimental.ParameterServerStrategy and a ClusterCoordinator on t
 cluster comes from the kit alone: TF_CONFIG is built by the image's runtime from TF_GPU_PS,
 TF_GPU_WORKERS and the rest; the workers and parameter servers run `tfgpu server`.
 
-    python ps_train.py ROUNDS STEPS [PAUSE]
+    python ps_train.py ROUNDS STEPS [PAUSE [END]]
       ROUNDS rounds of STEPS steps scheduled on the coordinator, joined after each round,
-      PAUSE seconds between rounds (room for the tests to kill a task)
+      PAUSE seconds between rounds (room for the tests to kill a task); END `plain` ends as
+      TensorFlow's tutorial does (the script returns), else with os._exit(0) (below)
 
 It prints the `ps:` lines the tests read. A task of the cluster that is not up yet is waited for
 (DNS and TCP, bounded): pods start in any order, and the strategy's first connection would fail.
@@ -84,12 +85,15 @@ for r in range(rounds):
     say("round", r, "loss", f"{float(losses[-1].fetch()):.4f}")
     time.sleep(pause)
 say("done", "weights", json.dumps([round(float(v), 4) for v in w.numpy().ravel()]))
+plain = len(sys.argv) > 4 and sys.argv[4] == "plain"
 # Measured here (TF 2.21.0): after a worker was lost, the process did not exit within 120 s of
 # this line, whether or not the worker came back. faulthandler's stack: the interpreter's exit
 # runs ClusterCoordinator.__del__ -> Cluster.stop -> the failure handler's stop(), which waits for
 # its _cluster_update_lock, held by the WorkerPreemptionHandler thread while it recovers the lost
 # worker (tensorflow/python/distribute/coordinator/cluster_coordinator.py of the 2.21.0 wheel,
-# lines 1486, 1329, 861). So a chief that has finished ends its process itself.
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
+# lines 1486, 1329, 861). So a chief that has finished ends its process itself, unless `plain`:
+# then the script ends as a user's does, and the kit's exit grace (TF_GPU_EXIT_GRACE) bounds it.
+if not plain:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

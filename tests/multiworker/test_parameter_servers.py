@@ -26,6 +26,7 @@ Local re-run with an image already built: TFGPU_MULTIWORKER_IMAGE=REF (see conft
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -33,13 +34,27 @@ import docker
 import pytest
 
 from tests.multiworker.group import Group, describe, group
-from tests.multiworker.ps_group import alias, marks, rendered, start_cluster, wait_for_mark
+from tests.multiworker.ps_group import (
+    alias,
+    finished_at,
+    line_time,
+    marks,
+    rendered,
+    start_cluster,
+    start_task,
+    wait_for_mark,
+)
 
 pytestmark = pytest.mark.docker
 
 GROUP_TIMEOUT_S = 240.0
 PS_LOST_BOUND_S = 120.0  # measured: 39 s (gRPC's connect timeout to the lost address)
 WORKER_LOST_ROUNDS = ["12", "4", "0.5"]  # 12 rounds of 4 steps, 0.5 s apart: room for a kill
+PLAIN_END = [*WORKER_LOST_ROUNDS, "plain"]  # the script ends as a user's does: no os._exit
+GRACE_S = 10.0  # TF_GPU_EXIT_GRACE's default
+PEER_LOST_GRACE_S = 2.0  # tfgpu.exit_watch
+ANNOUNCE_S = 3.0  # tfgpu.chief_done: a chief done with 0 tells its servers, then its pod ends
+SLACK_S = 3.0  # docker's own bookkeeping of a container's end, on a loaded CI host
 
 
 @pytest.fixture
@@ -67,9 +82,11 @@ def test_the_chief_trains_on_the_workers_and_parameter_server(
     assert len(losses) == 3 and losses[2] < losses[0], losses
     for role, tasks in (("worker", workers), ("ps", ps)):
         for task in tasks:
-            assert (
-                f"tfgpu: server: {role} {task.index} listening on {alias(role, task.index)}:2222"
-                in task.logs()
+            # every interface: [::] where the network has IPv6, 0.0.0.0 where it has not
+            assert re.search(
+                rf"tfgpu: server: {role} {task.index} listening on (\[::\]|0\.0\.0\.0):2222, "
+                rf"reached by its peers as {re.escape(alias(role, task.index))}:2222",
+                task.logs(),
             ), describe([task])
     assert "tfgpu: server: ps 0 of 1 chief, 2 worker, 1 ps" in ps[0].logs()
 
@@ -131,3 +148,72 @@ def test_the_rendered_jobset_gives_the_names_and_commands_the_containers_run() -
         assert env["TF_GPU_PS_HOSTS"].replace("{index}", "0") == alias("ps", 0)
         assert env["TF_GPU_CHIEF_HOST"] == alias("chief", 0)
         assert (args == ["tfgpu", "server"]) == (role != "chief")
+
+
+# --- runs end: a bounded end for every role (TF_GPU_EXIT_GRACE, tfgpu.chief_done) -------------
+
+
+def test_a_chief_that_lost_a_worker_for_good_ends_within_the_grace(
+    cluster_group: Group, multiworker_image: str
+) -> None:
+    """Before: the chief printed its result and its process never exited (ClusterCoordinator's
+    exit waits for the lost worker's recovery), so its Job never completed."""
+    chief, workers, ps = start_cluster(cluster_group, multiworker_image, PLAIN_END)
+    wait_for_mark(chief, "round 2", GROUP_TIMEOUT_S)
+    workers[1].container.kill()  # and never replaced
+    assert chief.wait(GROUP_TIMEOUT_S) == 0, describe([chief, workers[0], *ps])
+    done = marks(chief, "done")[0][1]
+    took = finished_at(chief) - done
+    assert took <= GRACE_S + ANNOUNCE_S + SLACK_S, (took, chief.logs()[-3000:])
+    if "had not exited" in chief.logs():  # the process, ended by the grace
+        assert line_time(chief, "had not exited") - done <= GRACE_S + SLACK_S
+    assert "told 2 of its 3 servers" in chief.logs()  # the killed worker is not waited for
+    print(f"worker lost for good: the chief's pod ended {took:.1f}s after its last line")
+
+
+def test_a_worker_replaced_after_the_end_does_not_keep_the_chief(
+    cluster_group: Group, multiworker_image: str
+) -> None:
+    chief, workers, ps = start_cluster(cluster_group, multiworker_image, PLAIN_END)
+    wait_for_mark(chief, "round 2", GROUP_TIMEOUT_S)
+    workers[1].container.kill()
+    cluster_group.remove([workers[1]])
+    wait_for_mark(chief, "done", GROUP_TIMEOUT_S)
+    args, env = rendered(2, 1)["worker"]
+    start_task(cluster_group, multiworker_image, "worker", 1, args, env)  # back, too late
+    assert chief.wait(GROUP_TIMEOUT_S) == 0, describe([chief, *ps])
+    took = finished_at(chief) - marks(chief, "done")[0][1]
+    assert took <= GRACE_S + ANNOUNCE_S + SLACK_S, (took, chief.logs()[-3000:])
+    print(f"worker back after the end: the chief's pod ended {took:.1f}s after its last line")
+
+
+def test_a_chief_that_lost_its_parameter_server_ends_within_seconds_of_the_line(
+    cluster_group: Group, multiworker_image: str
+) -> None:
+    """Before: about 20 s of gRPC retries after the kit's line, on every restart of the job."""
+    chief, _, ps = start_cluster(cluster_group, multiworker_image, PLAIN_END)
+    wait_for_mark(chief, "round 2", GROUP_TIMEOUT_S)
+    ps[0].container.kill()
+    code = chief.wait(PS_LOST_BOUND_S)
+    assert code != 0, chief.logs()[-3000:]
+    said = line_time(chief, "tfgpu: error: this parameter-server cluster lost")
+    took = finished_at(chief) - said
+    assert took <= PEER_LOST_GRACE_S + SLACK_S, (took, chief.logs()[-3000:])
+    print(f"parameter server lost: the chief exited {code} {took:.1f}s after the kit's line")
+
+
+def test_the_servers_end_when_the_chief_has_completed(
+    cluster_group: Group, multiworker_image: str
+) -> None:
+    """Plain Jobs: nothing else ends the workers and parameter servers (a JobSet's success
+    policy does); they read the chief's banner and exit 0 within a poll of its end."""
+    chief, workers, ps = start_cluster(cluster_group, multiworker_image, ["3", "4", "0", "plain"])
+    assert chief.wait(GROUP_TIMEOUT_S) == 0, describe([chief, *workers, *ps])
+    assert "tfgpu: the chief has completed; told 3 of its 3 servers" in chief.logs(), chief.logs()
+    chief_end = finished_at(chief)
+    for server in (*workers, *ps):
+        assert server.wait(60) == 0, describe([server])
+        assert "tfgpu: server: the chief has completed; this server ends (exit 0)" in server.logs()
+        after = finished_at(server) - chief_end
+        assert after <= SLACK_S, (after, server.logs()[-2000:])
+        print(f"server {server.index}: ended {after:+.1f}s from the chief's end")

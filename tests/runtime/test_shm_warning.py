@@ -73,3 +73,19 @@ def test_check_reports_a_small_shm(small_shm: None, monkeypatch: pytest.MonkeyPa
     warnings = [p for p in doc["problems"] if p["severity"] == "warning"]
     assert [p["what"][: len(SHM_TEXT)] for p in warnings].count(SHM_TEXT) == 1
     assert code == 0
+
+
+def test_in_a_pod_the_fix_is_the_volume_not_a_docker_flag(small_shm: None) -> None:
+    """Before: every pod was told `docker run --shm-size=1g`, which means nothing there; a pod's
+    /dev/shm is containerd's 64 MB, and the fix is a memory-backed emptyDir."""
+    pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    in_pod = shm.shm_problem("/dev/shm", pod)
+    assert in_pod is not None
+    assert "emptyDir" in in_pod.fix and "medium: Memory" in in_pod.fix
+    assert "--shm-size 1Gi" in in_pod.fix and "docker run" not in in_pod.fix
+    err = io.StringIO()
+    configure_tensorflow(standin_tf(gpus=0), pod, env_out={}, stderr=err)
+    assert "emptyDir" in err.getvalue() and "docker run" not in err.getvalue()
+    elsewhere = shm.shm_problem("/dev/shm", {})
+    assert elsewhere is not None
+    assert "docker run --shm-size=1g" in elsewhere.fix and "shm_size: 1gb" in elsewhere.fix

@@ -37,6 +37,7 @@ CONTRACT = (
     "TF_GPU_METRICS_ADDR",
     "TF_GPU_REQUIRE_HOOK",  # `tfgpu run` refuses a Python that will not load the hook
     "TF_GPU_SERVER_OPEN",  # tfgpu.server: start outside Kubernetes too, every interface open
+    "TF_GPU_EXIT_GRACE",  # tfgpu.exit_watch: a finished program's process ends within it
 )
 RECOVERY = ("TF_GPU_RECOVER_AT", "TF_GPU_RECOVER_AFTER", "TF_GPU_RECOVER_ACTION")
 CLUSTER = (  # tfgpu.tf_config.VARIABLES: multi-worker, then parameter-server training
@@ -72,6 +73,7 @@ INTERNAL = (
     "TFGPU_DERIVED",  # tfgpu.run: the names it added (tfgpu show calls them derived)
     "TFGPU_HOOK_RAISE",  # tfgpu._hook: raise instead of exit (tfgpu check's child)
     "TFGPU_SHM_WARNED",  # tfgpu.shm: /dev/shm warned about once per container
+    "TFGPU_EXIT_PIPE",  # tfgpu.exit_guard: where the program says it has finished (fd:pid)
     "TFGPU_STATE_DIR",  # tfgpu.recovery: where the recovery record lives
     "TFGPU_SYSROOT",  # tfgpu.tegra: the root Jetson facts are read under (tests)
 )

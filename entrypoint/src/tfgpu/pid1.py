@@ -23,7 +23,9 @@ from tfgpu.errors import printable
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
     import signal
-    from typing import List, Mapping, NoReturn, Optional
+    from typing import List, Mapping, NoReturn, Optional, Tuple
+
+    from tfgpu.exit_watch import ExitWatch
 else:
     # `signal` is `_signal` (the C module) plus enums for the numbers it returns, which this
     # module never reads; its `import enum` (with functools and collections) is ~1.5 ms of the
@@ -87,7 +89,9 @@ def _own_terminal() -> None:
         signal.signal(signal.SIGTTOU, signal.SIG_DFL)
 
 
-def exec_child(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
+def exec_child(
+    command: "List[str]", env: "Mapping[str, str]", watch: "Optional[ExitWatch]" = None
+) -> "NoReturn":
     """In the forked child: own the terminal (if any), then exec. Never returns: whatever
     fails ends this process with 126 (127: not found) and a message, so the child can never
     go on running the parent's code."""
@@ -98,7 +102,9 @@ def exec_child(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
             signal.signal(sig, signal.SIG_DFL)
         # the parent's mask is inherited (and kept across exec): unblock, so that a pending
         # signal now acts as default and the command gets SIGCHLD for its own children
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (*WATCHED, signal.SIGIO))
+        if watch is not None:
+            env = watch.child_env(env)
         exec_command(command, env)  # os.execvpe, without importing warnings (tfgpu.command_path)
     except OSError as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
@@ -109,30 +115,62 @@ def exec_child(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
         os._exit(code)
 
 
-def run_as_init(command: "List[str]", env: "Mapping[str, str]") -> int:
+def run_as_init(
+    command: "List[str]", env: "Mapping[str, str]", watch: "Optional[ExitWatch]" = None
+) -> int:
     """Fork, exec the command in the child; in the parent forward WATCHED's signals to it and
-    reap every child until the command has ended; its exit code. The signals stay blocked in
-    this process afterwards: PID 1 exits next (exit_as_init)."""
+    reap every child until the command has ended; its exit code. With `watch`, a program that
+    has finished but whose process outlives the grace is ended, and the program's own status
+    is returned (tfgpu.exit_watch). The signals stay blocked in this process afterwards: PID 1
+    exits next (exit_as_init)."""
+    watched = WATCHED if watch is None else (*WATCHED, signal.SIGIO)
     # Blocked from before fork(): a signal that comes at any point after stays pending (also
     # SIGCHLD, though its default is to ignore it) until sigwaitinfo takes it.
-    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap for us
     pid = os.fork()
     if pid == 0:
         try:
-            exec_child(command, env)
+            exec_child(command, env, watch)
         finally:
             os._exit(126)  # exec_child never returns; this is the belt to its braces
+    if watch is not None:
+        watch.forked()
     while True:
         code = _reap(pid)
         if code is not None:
             return code
-        signum = signal.sigwaitinfo(WATCHED).si_signo
-        if signum != signal.SIGCHLD:
+        signum, cut = _next_signal(watched, watch)
+        if cut and watch is not None:
+            return _end(pid, watch)
+        if signum == signal.SIGIO and watch is not None:
+            watch.read()
+        elif signum not in (signal.SIGCHLD, signal.SIGIO, 0):
             try:  # noqa: SIM105 (contextlib: an import the start-up does not pay, module comment)
                 os.kill(pid, signum)
             except ProcessLookupError:  # already gone: nothing to forward to
                 pass
+
+
+def _next_signal(watched: "Tuple[int, ...]", watch: "Optional[ExitWatch]") -> "Tuple[int, bool]":
+    """(the next signal, 0 for none), and whether the exit grace has run out meanwhile."""
+    timeout = watch.timeout() if watch is not None else None
+    if timeout is None:
+        return signal.sigwaitinfo(watched).si_signo, False
+    info = signal.sigtimedwait(watched, timeout)
+    return (0, True) if info is None else (info.si_signo, False)
+
+
+def _end(pid: int, watch: "ExitWatch") -> int:
+    """The grace has run out: say so, end the process, reap it; the program's own status."""
+    _say(watch.cut())
+    try:  # noqa: SIM105 (contextlib: an import the start-up does not pay, module comment)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while _reap(pid) is None:
+        signal.sigtimedwait((signal.SIGCHLD,), 1.0)
+    return 1 if watch.status is None else watch.status
 
 
 def _reap(command: int) -> "Optional[int]":

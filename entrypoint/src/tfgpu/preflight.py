@@ -119,7 +119,7 @@ def run_preflight(
     if shm_path is not None:  # imported only then: `tfgpu run` does not ask (~0.7 ms, importtime)
         from tfgpu.shm import shm_problem
 
-        shm = shm_problem(shm_path)
+        shm = shm_problem(shm_path, environ)
         if shm is not None:
             problems.append(shm)
     result.problems = problems

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from tfgpu.durations import format_duration, seconds_of
 from tfgpu.errors import ConfigError
 
 TYPE_CHECKING = False  # not `from typing import …`: tfgpu run imports this at start-up
@@ -35,9 +36,6 @@ DEFAULT_AFTER_S = 300.0
 MAX_AFTER_S = 7 * 24 * 3600.0
 
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%", re.ASCII)
-# At most 7 digits before conversion: 7 days is 604800 s (and int() of 4,300 digits raises).
-_DURATION = re.compile(r"0*(\d{1,7})\s*(s|m|h|d)?", re.ASCII | re.IGNORECASE)
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 AFTER_ACCEPTED = (
     "a duration from 1s to 7 days: seconds (300, 300s), minutes (5m), hours (1h) or days (7d)"
 )
@@ -71,13 +69,6 @@ class RecoveryRule:
         )
 
 
-def format_duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
-
-
 def parse_share(value: str) -> float:
     m = _PERCENT.fullmatch(value.strip())
     share = float(m.group(1)) / 100 if m else 0.0
@@ -87,9 +78,8 @@ def parse_share(value: str) -> float:
 
 
 def parse_after(value: str) -> float:
-    m = _DURATION.fullmatch(value.strip())
-    seconds = float(int(m.group(1)) * _SECONDS[(m.group(2) or "s").lower()]) if m else 0.0
-    if not 1 <= seconds <= MAX_AFTER_S:
+    seconds = seconds_of(value, 1, MAX_AFTER_S)
+    if seconds is None:
         raise ConfigError(AFTER, value, AFTER_ACCEPTED, "5m")
     return seconds
 

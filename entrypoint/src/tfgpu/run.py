@@ -16,7 +16,10 @@ from tfgpu.settings import parse_environment
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional
+    from typing import Dict, List, Mapping, Optional, Tuple
+
+    from tfgpu.exit_watch import ExitWatch
+    from tfgpu.settings import Settings
 
 # Set for the command so the hook in its Python processes does not repeat our warnings.
 PREFLIGHT_MARK = "TFGPU_RUN_PREFLIGHT"
@@ -29,9 +32,14 @@ def _say(line: str) -> None:
 
 def prepare(environ: "Mapping[str, str]") -> "Dict[str, str]":
     """Everything before exec: returns the command's environment, or raises TfgpuError."""
+    return prepare_run(environ)[0]
+
+
+def prepare_run(environ: "Mapping[str, str]") -> "Tuple[Dict[str, str], Optional[Settings]]":
+    """prepare(), and the settings it read (None with the kit off)."""
     env = dict(environ)
     if is_disabled(env):
-        return env
+        return env, None
     settings = parse_environment(env)
     _home(env, settings.quiet)
     # Only with the kit on: TF_GPU_CONFIG=off pays none of these ~9 ms (-X importtime; preflight 7)
@@ -79,7 +87,7 @@ def prepare(environ: "Mapping[str, str]") -> "Dict[str, str]":
     if added:
         env[DERIVED_MARK] = ",".join(added)
     env[PREFLIGHT_MARK] = "1"
-    return env
+    return env, settings
 
 
 def _build_info() -> "Optional[Dict[str, object]]":
@@ -144,7 +152,7 @@ def default_shell(env: "Mapping[str, str]") -> str:
 def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> int:
     environ = os.environ if environ is None else environ
     try:
-        env = prepare(environ)
+        env, settings = prepare_run(environ)
     except (ConfigError, GpuUnavailableError) as e:
         _say(f"error: {e}")
         _say("nothing was started")
@@ -165,12 +173,46 @@ def run(command: "List[str]", environ: "Optional[Mapping[str, str]]" = None) -> 
         _say(f"error: {e}")
         _say("nothing was started")
         return e.exit_code
-    if os.getpid() == 1:
+    watch = _exit_watch(command, env, settings)
+    if os.getpid() == 1 or watch is not None:
         from tfgpu.pid1 import exit_as_init, run_as_init  # only as PID 1: ~1.1 ms (-X importtime)
 
-        return exit_as_init(run_as_init(command, env))
+        code = run_as_init(command, env, watch)
+        if code == 0 and settings is not None:
+            _tell_servers(settings)
+        return exit_as_init(code)
     try:
         exec_command(command, env)
     except OSError as e:
         _say(f"error: cannot run {printable(command[0])}: {e.strerror}")
         return 127 if isinstance(e, FileNotFoundError) else 126
+
+
+def _exit_watch(
+    command: "List[str]", env: "Mapping[str, str]", settings: "Optional[Settings]"
+) -> "Optional[ExitWatch]":
+    """The exit grace (tfgpu.exit_watch) for a Python command: always as PID 1 (a container's
+    entrypoint), and for a task of a training cluster wherever it runs; None when
+    TF_GPU_EXIT_GRACE=off or the command is no Python. Without PID 1 and a cluster the command
+    is exec'd as before, keeping its PID."""
+    if settings is None or settings.exit_grace is None:
+        return None
+    if os.getpid() != 1 and settings.tf_config is None:
+        return None
+    inner, inner_env = unwrap(command, env)
+    if python_command(inner, inner_env) is None:
+        return None
+    from tfgpu.exit_watch import ExitWatch  # only for a watched command: ~1.7 ms (-X importtime)
+
+    return ExitWatch(settings.exit_grace)
+
+
+def _tell_servers(settings: "Settings") -> None:
+    """A chief whose program completed: its servers end too (tfgpu.chief_done)."""
+    cfg = settings.tf_config
+    if cfg is None or cfg.task_type != "chief" or "ps" not in cfg.cluster:
+        return
+    from tfgpu import chief_done  # only at a chief's end: ~0.9 ms (-X importtime)
+
+    servers = sum(len(cfg.cluster.get(role, [])) for role in ("worker", "ps"))
+    chief_done.announce(cfg.port, servers)

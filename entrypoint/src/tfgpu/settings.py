@@ -31,6 +31,14 @@ if TYPE_CHECKING:  # typing is only needed by mypy; keep `tfgpu run` start-up sm
     from tfgpu.recovery_rule import RecoveryRule
     from tfgpu.tf_config import TfConfig
 
+EXIT_GRACE = "TF_GPU_EXIT_GRACE"
+EXIT_GRACE_DEFAULT_S = 10.0
+EXIT_GRACE_MAX_S = 3600.0
+EXIT_GRACE_ACCEPTED = (
+    "a duration from 1s to 1h: seconds (10, 10s) or minutes (2m); or off (no bound: the process "
+    "exits when Python and TensorFlow let it)"
+)
+
 # Sources reported by `tfgpu show` for each value.
 ENVIRONMENT = "environment"
 IMAGE_DEFAULT = "image default"
@@ -176,6 +184,9 @@ class Settings:
         self.require_hook = True  # TF_GPU_REQUIRE_HOOK: refuse a Python that will not load the hook
         # TF_GPU_SERVER_OPEN: `tfgpu server` outside Kubernetes too (tfgpu.server says why not)
         self.server_open = False
+        # TF_GPU_EXIT_GRACE: seconds a finished program's process gets to exit before the kit
+        # ends it (tfgpu.exit_watch); None: no bound
+        self.exit_grace: Optional[float] = EXIT_GRACE_DEFAULT_S
         self.allocator: Optional[str] = None
         self.metrics_port: Optional[int] = None  # None: no metrics (unset, empty or 0)
         self.metrics_addr = DEFAULT_METRICS_ADDR
@@ -297,6 +308,18 @@ def parse_cpu_devices(value: str, variable: str = "TF_CPU_VIRTUAL_DEVICES") -> i
 
 METRICS_PORT_ACCEPTED = "a TCP port from 1 to 65535 (ASCII digits), or 0 for no metrics"
 EXAMPLE_METRICS_PORT = 9401  # DCGM exporter listens on 9400; the kit's example sits next to it
+
+
+def parse_exit_grace(value: str) -> "Optional[float]":
+    """TF_GPU_EXIT_GRACE in seconds, None for off."""
+    if value.strip().lower() in ("off", "none"):
+        return None
+    from tfgpu import durations  # only when set: ~6.5 ms (-X importtime, `re`)
+
+    seconds = durations.seconds_of(value, 1, EXIT_GRACE_MAX_S)
+    if seconds is None:
+        raise ConfigError(EXIT_GRACE, value, EXIT_GRACE_ACCEPTED, "30s")
+    return seconds
 
 
 def parse_metrics_port(value: str, variable: str = "TF_GPU_METRICS_PORT") -> "Optional[int]":
@@ -448,12 +471,12 @@ def _wants(environ: "Mapping[str, str]", prefix: str, names: "Tuple[str, ...]") 
 
 
 def _parse_recovery(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
-    from tfgpu import recovery_rule  # only when its variables are set: ~10 ms (importtime, `re`)
+    from tfgpu import durations, recovery_rule  # only when set: ~10 ms (importtime, `re`)
 
     capped = s.mem_limit is not None or s.virtual_devices is not None
     s.recovery = recovery_rule.parse_rule(get, capped=capped, metrics_port=s.metrics_port)
     if s.recovery is not None:  # `tfgpu show` lists the rule's defaults as defaults
-        after = recovery_rule.format_duration(recovery_rule.DEFAULT_AFTER_S)
+        after = durations.format_duration(recovery_rule.DEFAULT_AFTER_S)
         s.sources.setdefault(recovery_rule.AFTER, Setting(after, KIT_DEFAULT))
         s.sources.setdefault(recovery_rule.ACTION, Setting("report", KIT_DEFAULT))
 
@@ -608,6 +631,9 @@ def _parse_rest(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
     s.require_hook = parse_bool("TF_GPU_REQUIRE_HOOK", v) if v is not None else True
     v = get("TF_GPU_SERVER_OPEN")
     s.server_open = parse_bool("TF_GPU_SERVER_OPEN", v) if v is not None else False
+    v = get(EXIT_GRACE)
+    if v is not None:
+        s.exit_grace = parse_exit_grace(v)
     v = get("TF_GPU_METRICS_PORT")
     if v is not None:
         s.metrics_port = parse_metrics_port(v)
@@ -619,6 +645,7 @@ def _parse_rest(s: "Settings", get: "Callable[[str], Optional[str]]") -> None:
         ("TF_GPU_QUIET", "false"),
         ("TF_GPU_REQUIRE_HOOK", "true"),
         ("TF_GPU_SERVER_OPEN", "false"),
+        (EXIT_GRACE, "10s"),
     ):
         s.sources.setdefault(name, Setting(default, KIT_DEFAULT))
 
