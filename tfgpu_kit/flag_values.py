@@ -1,6 +1,7 @@
 """Turn the commands' flag values into numbers, with errors that name the flag and the value and
 say what is accepted, with an example. Numbers are ASCII digits only (`"²".isdigit()` is True),
-by the runtime's own test; sizes by the runtime's own amount grammar."""
+by the runtime's own test; sizes by the runtime's own amount grammar; durations as the runtime
+spells TF_GPU_RECOVER_AFTER."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from tfgpu import durations
 from tfgpu.errors import ConfigError
 from tfgpu.settings import is_ascii_number, parse_mem_limit
 
@@ -15,6 +17,7 @@ from tfgpu_kit.errors import UsageError
 
 SIZE_ACCEPTED = "a size in MiB (16384) or with a unit (16GiB, 500MiB, 16g)"
 MAX_DIGITS = 30  # far above any count or size a flag takes
+DURATION_FORMS = "whole seconds (3600, 3600s), minutes (90m), hours (12h) or days (2d)"
 
 
 def _shown(value: str) -> str:
@@ -38,6 +41,23 @@ def whole_number(
             f"example: {flag} {example}"
         )
     return number
+
+
+def duration_seconds(flag: str, value: str, example: str, *, high: int) -> int:
+    """`value`, a duration (DURATION_FORMS: the runtime's own grammar, tfgpu.durations), as whole
+    seconds from 1 to `high`."""
+    seconds = durations.seconds_of(str(value), 1, high)
+    if seconds is None:
+        raise UsageError(
+            f"{flag} {_shown(value)} is not valid: accepted: a duration from 1s to "
+            f"{duration_text(high)}, in {DURATION_FORMS}; example: {flag} {example}"
+        )
+    return int(seconds)
+
+
+def duration_text(seconds: int) -> str:
+    """`seconds` in the largest unit that divides it: 2h, 90m, 3601s."""
+    return durations.format_duration(seconds)
 
 
 def size_mib(flag: str, value: str, example: str) -> float:

@@ -57,7 +57,7 @@ WORKERS_ONLY = (
     "max_restarts",
     "ps",
 )  # meaningless without --workers
-JOB_ONLY = ("train_cmd", "parallelism", "completions", "workers", *WORKERS_ONLY)
+JOB_ONLY = ("train_cmd", "parallelism", "completions", "workers", "deadline", *WORKERS_ONLY)
 DEFAULTS = {
     "serve_cmd": "python serve.py",
     "train_cmd": "python train.py",
@@ -73,8 +73,9 @@ DEFAULTS = {
     "max_restarts": "3",
     "ps": "1",
     "kernel_cache": "emptydir",
+    "shm_size": "1Gi",
 }
-# an example for each free-text flag, for the control-character refusal
+# an example for each flag the refusals quote (the control-character one, a flag of the other kind)
 EXAMPLES = {
     **DEFAULTS,
     "name": "text-model",
@@ -92,6 +93,8 @@ EXAMPLES = {
     "memory": "16Gi",
     "queue": "team-a",
     "kernel_cache": "pvc:tfgpu-kernels",
+    "shm_size": "2Gi",
+    "deadline": "12h",
 }
 
 
@@ -132,6 +135,8 @@ class Flags:
     trainer: bool
     queue: str | None
     kernel_cache: str | None
+    shm_size: str | None
+    deadline: str | None
     cpu: str
     memory: str
     uid: str | None

@@ -23,7 +23,7 @@ from typing import cast
 import jinja2
 from tfgpu import tf_config
 
-from tfgpu_kit import k8s_env, k8s_workers, name_rules, templating
+from tfgpu_kit import k8s_env, k8s_limits, k8s_workers, name_rules, templating
 from tfgpu_kit.errors import KitError, UsageError
 from tfgpu_kit.flag_values import whole_number
 
@@ -118,6 +118,8 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
     cache = cast("dict[str, object] | None", kit["kernel_cache"]) if workload.gpu else None
     if cache is not None:  # the mount and the driver's variables agree, whatever the image sets
         env = [*env, *cast("list[tuple[str, str]]", cache["env"])]
+    # Trainer's TrainJob holds the run's deadline: its runtime is a template other runs share
+    trainer = workload.workers is not None and workload.workers.trainer
     container = {
         **vars(workload),
         "env": env,
@@ -126,6 +128,9 @@ def _context(kind: str, workload: Workload, kit: dict[str, object]) -> dict[str,
         "restart_policy": "Never" if kind == "job" else None,
         "checkpoint_path": CHECKPOINT_PATH,
         "kernel_cache": cache,
+        # /dev/shm for tf.data's processes and NCCL: a GPU's (a parameter server has neither)
+        "shm": kit["shm"] if workload.gpu else None,
+        "deadline": kit["deadline"] if kind == "job" and not trainer else None,
         # the recovery rule and its /livez probes, on the pods that carry the rule
         "recovery": kit["recovery"] if workload.gpu else None,
         "livez": kit["livez"] and workload.gpu,
@@ -274,6 +279,10 @@ def manifests(flags: Flags) -> list[tuple[str, str]]:
         "livez": _livez_probe(contract),
         # the driver's compute cache on a volume in every GPU pod (None: none)
         "kernel_cache": _kernel_cache(flags, contract.env),
+        # /dev/shm on a Memory emptyDir in every GPU pod, within --memory (None: none)
+        "shm": k8s_limits.shared_memory(flags),
+        # the training run's activeDeadlineSeconds, as (seconds, text) (None: none)
+        "deadline": k8s_limits.deadline(flags),
         **LIVEZ_PROBES,
     }
     outputs: list[tuple[str, str]] = []
@@ -403,9 +412,9 @@ def _refuse_ignored(flags: Flags) -> None:
             flag = "--" + name.replace("_", "-")
             other = "job" if flags.kind == "deployment" else "deployment"
             raise UsageError(
-                f"{flag} shapes the {other}, which --kind {flags.kind} does not render: "
-                f"accepted: {flag} with --kind {other} or all; example: --kind all {flag} "
-                f"{shlex.quote(DEFAULTS[name])}"
+                f"{flag} shapes the {other}, which --kind {flags.kind} does not render"
+                f"{_WHY_ONE_KIND.get(name, '')}: accepted: {flag} with --kind {other} or all; "
+                f"example: --kind all {flag} {shlex.quote(EXAMPLES[name])}"
             )
     if flags.image is not None and flags.registry is not None:
         raise UsageError(
@@ -413,6 +422,14 @@ def _refuse_ignored(flags: Flags) -> None:
             f"{flags.image!r} replaces it: accepted: one of them; example: --image "
             + EXAMPLES["image"]
         )
+
+
+# why a flag of one workload means nothing to the other, where its name does not say
+_WHY_ONE_KIND = {
+    # the API server refuses a Deployment's pod template with activeDeadlineSeconds
+    # (kubernetes/kubernetes pkg/apis/apps/validation: "not Supported" in a ReplicaSet)
+    "deadline": " (a Deployment serves until it is deleted: it has no deadline)",
+}
 
 
 def _check_names(flags: Flags) -> None:

@@ -62,11 +62,13 @@ BENIGN = {
     "--pod-monitor-label": "release=prom",
     "--cpu": "2",
     "--memory": "16Gi",
+    "--shm-size": "2Gi",
+    "--deadline": "12h",
     "--uid": "1234",
     "--gid": "0",
 }
 # values whose documented meaning changes the shape: --prestop-sleep 0 renders no preStop hook
-ALSO_BENIGN = {"--prestop-sleep": ["0"]}
+ALSO_BENIGN = {"--prestop-sleep": ["0"], "--shm-size": ["none"]}  # none: no /dev/shm volume
 # strings that break YAML, Jinja, terminals or shells, and numbers no count should take
 HOSTILE = [
     "\n", "\r\n", "\r", "\x00", "\x1b[2J", "\x7f", "\x85", "\u2028", "\u2029", "\u202e",

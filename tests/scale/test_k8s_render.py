@@ -482,10 +482,12 @@ def test_recovery_rule_wires_the_probe_and_keeps_its_count(
         assert pod["volumes"] == [
             {"name": "tfgpu-state", "emptyDir": {}},
             {"name": "kernel-cache", "emptyDir": {"sizeLimit": "5Gi"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},  # --shm-size
         ]
         assert container["volumeMounts"] == [
             {"name": "tfgpu-state", "mountPath": "/var/tmp"},
             {"name": "kernel-cache", "mountPath": "/var/cache/tfgpu/cuda"},
+            {"name": "dshm", "mountPath": "/dev/shm"},
         ]
         liveness = container.get("livenessProbe")
         if action == "report":
@@ -498,7 +500,8 @@ def test_recovery_rule_wires_the_probe_and_keeps_its_count(
 
 
 def test_no_rule_no_livez_and_no_volume(capsys: pytest.CaptureFixture[str]) -> None:
-    for doc in render(capsys, "--mem-limit", "4096", "--kernel-cache", "none"):
+    flags = ["--mem-limit", "4096", "--kernel-cache", "none", "--shm-size", "none"]
+    for doc in render(capsys, *flags):
         if doc["kind"] in ("Deployment", "Job"):
             pod = _pod(doc)
             assert "volumes" not in pod and "volumeMounts" not in pod["containers"][0]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import k8s_manifests
+from tfgpu_kit import k8s_limits, k8s_manifests
 from tfgpu_kit.cli.command import Command
 from tfgpu_kit.k8s_workers import MAX_WORKERS
 
@@ -186,6 +186,16 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
             help="Deployment: a preStop `sleep` that keeps the server answering while its endpoint "
             "is removed, before SIGTERM; 0 = no hook (default 5)",
         ),
+        "--deadline": dict(
+            metavar="DURATION",
+            help="Job: Kubernetes ends the training run DURATION after it starts, whatever its "
+            "state (SIGTERM, then --grace-period; the Job fails, reason DeadlineExceeded): "
+            "activeDeadlineSeconds on each Job; with --jobset on each replicatedJob's Job, and a "
+            "failurePolicy rule that fails the JobSet (a gang restart starts the clock again); "
+            "with --trainer on the TrainJob (Trainer v2.2+). Whole seconds (3600, 3600s), "
+            f"minutes (90m), hours (12h) or days (2d), 1s to {k8s_limits.MAX_DEADLINE_S // 86400}d "
+            "(default: none)",
+        ),
     },
     "Prometheus Operator": {
         "--pod-monitor": dict(
@@ -203,7 +213,19 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "pod resources and identity": {
         "--cpu": dict(default="1", help="CPU request (default 1)"),
-        "--memory": dict(default="8Gi", help="memory request and limit (default 8Gi)"),
+        "--memory": dict(
+            default="8Gi",
+            help="memory request and limit (default 8Gi); /dev/shm (--shm-size) is a part of it",
+        ),
+        "--shm-size": dict(
+            metavar="SIZE",
+            help="/dev/shm of every GPU pod, for tf.data's worker processes and NCCL between "
+            "GPUs (the container runtime gives 64 MiB): a Memory emptyDir of this sizeLimit, a "
+            "Kubernetes quantity above 64Mi (1Gi, 512Mi, 2G; a bare number is bytes), or none "
+            "for no such volume (default 1Gi). What is written there counts against the "
+            "container's memory limit, so it must be smaller than --memory, which it shares "
+            "with the program. Parameter servers without a GPU get none",
+        ),
         "--uid": dict(
             metavar="UID",
             help="runAsUser, and runAsGroup/fsGroup unless --gid (default: the image's user)",

@@ -27,7 +27,9 @@ from typing import Any, TypeGuard
 
 import yaml
 
+from tfgpu_kit import kube_quantity
 from tfgpu_kit.errors import UsageError
+from tfgpu_kit.flag_values import duration_text
 from tfgpu_kit.fleet_budget import devices, envvars
 from tfgpu_kit.fleet_budget.fields import (
     MAX_COUNT,
@@ -51,14 +53,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _TEMPLATED = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 MAX_OBJECTS = 10_000  # objects per input file, `kind: List` items included
 MAX_LIST_DEPTH = 8  # a List inside a List inside …
-# quantity.go: <signedNumber><suffix>, suffix binarySI | decimalExponent | decimalSI
-_QUANTITY = re.compile(
-    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?[0-9]+)|(?P<decimal>[munkMGTPE]?))",
-    re.ASCII,
-)
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+MAX_INT64 = 2**63 - 1  # a Job's activeDeadlineSeconds (k8s.io/api batch/v1 JobSpec: *int64)
+FROM_JOBSET = "tfgpu.io/from-jobset"  # marks a Job read from a JobSet (no field of an object)
 
 
 def is_manifest(doc: object) -> TypeGuard[Mapping[str, Any]]:
@@ -204,6 +200,7 @@ def read(
         kind = doc["kind"]
         top_meta, name = _metadata(source, doc)
         where = f"{kind}/{name}"
+        _deadline_note(source, doc, where, cluster)
         meta = mapping(source, f"{where} template metadata", template.get("metadata"), "{}")
         namespace = _namespace(source, top_meta)
         spec = mapping(source, f"{where} pod spec", template.get("spec"), "spec: {containers: […]}")
@@ -282,9 +279,43 @@ def _jobset_jobs(source: str, manifests: Iterable[Mapping[str, Any]]) -> list[Ma
                     "kind": "Job",
                     "metadata": {**meta, "name": f"{name}-{job_name}"},
                     "spec": job_spec,
+                    FROM_JOBSET: name,
                 }
             )
     return out
+
+
+def _deadline_note(source: str, doc: Mapping[str, Any], where: str, cluster: Cluster) -> None:
+    """A Job's activeDeadlineSeconds (a CronJob's Jobs', a JobSet's), said: the plan budgets the
+    pods as running, and Kubernetes ends them then. Refused where the API server refuses it
+    (pkg/apis/batch/validation validateJobSpec: an int64 ≥ 0)."""
+    if doc["kind"] not in ("Job", "CronJob"):
+        return
+    spec = mapping(source, f"{where} spec", doc.get("spec"), "{}")
+    if doc["kind"] == "CronJob":
+        job = mapping(source, f"{where} jobTemplate", spec.get("jobTemplate"), "{}")
+        spec = mapping(source, f"{where} jobTemplate.spec", job.get("spec"), "{}")
+    seconds = spec.get("activeDeadlineSeconds")
+    if seconds is None:
+        return
+    if not is_whole(seconds) or not 0 <= seconds <= MAX_INT64:
+        raise refuse(
+            source,
+            f"{where} activeDeadlineSeconds",
+            seconds,
+            "a whole number of seconds ≥ 0 (Kubernetes: an int64)",
+            "activeDeadlineSeconds: 7200",
+        )
+    ended = "each Job it starts is ended" if doc["kind"] == "CronJob" else "ended"
+    after = duration_text(seconds)
+    jobset = doc.get(FROM_JOBSET)
+    again = ""
+    if jobset is not None:  # JobSet v1alpha2 has no deadline: each Job has its own
+        again = f"; each gang restart of JobSet {shown(jobset)} makes a new Job, with {after} again"
+    cluster.notes.append(
+        f"{shown(where)}: {ended} by Kubernetes {after} after it starts "
+        f"(activeDeadlineSeconds), whatever its state{again}"
+    )
 
 
 # the labels JobSet's controller puts on every pod (kubernetes-sigs/jobset,
@@ -393,26 +424,10 @@ def gpu_quantity(source: str, where: str, raw: object) -> int:
     if is_whole(raw):
         value = Fraction(raw)
     elif isinstance(raw, str | float) and not isinstance(raw, bool):
-        value = _quantity(raw if isinstance(raw, str) else repr(raw))
+        value = kube_quantity.parse(raw if isinstance(raw, str) else repr(raw))
     if value is None or value.denominator != 1 or not 0 <= value <= devices.MAX_GPUS:
         raise refuse(source, where, raw, accepted, "limits: {nvidia.com/gpu: 1}")
     return int(value)
-
-
-def _quantity(raw: str) -> Fraction | None:
-    """A quantity string's exact value (quantity.go's grammar); None when it is not one. An
-    exponent is bounded before it is applied, so `1e999999999` costs nothing."""
-    match = _QUANTITY.fullmatch(raw.strip())
-    if match is None or len(raw) > 64:
-        return None
-    sign = -1 if match["sign"] == "-" else 1
-    value = sign * Fraction(match["number"].removesuffix("."))
-    if match["binary"]:
-        return value * _BINARY[match["binary"]]
-    exponent = int(match["exponent"]) if match["exponent"] else _DECIMAL[match["decimal"] or ""]
-    if abs(exponent) > 30:
-        return Fraction(10) ** 30 if value else Fraction(0)  # over any bound the caller takes
-    return value * Fraction(10) ** exponent
 
 
 def _gpus(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tfgpu_kit.flag_values import duration_text
+from tfgpu_kit.fleet_budget.fields import is_whole
 from tfgpu_kit.fleet_budget.model import Problem
 from tfgpu_kit.yamlfile import shown
 
@@ -36,6 +38,8 @@ def judge(docs: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[Problem]]:
             continue
         namespace, name = _key(doc)
         who = shown(f"{kind}/{name}")
+        if kind == "TrainJob":
+            notes += _deadline(who, doc)
         if kind in RUNTIMES:
             notes.append(
                 f"{who}: not read: a Trainer runtime is a template; its pods exist only "
@@ -58,3 +62,16 @@ def judge(docs: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[Problem]]:
                 )
             )
     return notes, problems
+
+
+def _deadline(who: str, doc: Mapping[str, Any]) -> list[str]:
+    """A TrainJob's activeDeadlineSeconds (Trainer v2.2+; the CRD takes a whole number ≥ 1), said:
+    Trainer then fails it and deletes its JobSet, whatever its state."""
+    spec = doc.get("spec")
+    seconds = spec.get("activeDeadlineSeconds") if isinstance(spec, Mapping) else None
+    if not is_whole(seconds) or seconds < 1:
+        return []
+    return [
+        f"{who}: ended by Trainer {duration_text(seconds)} after it starts "
+        "(activeDeadlineSeconds), whatever its state: its JobSet is deleted"
+    ]
