@@ -7,7 +7,8 @@
    interpreter, which is the floor of any Python entrypoint. Goal: < 15 ms added over `true`
    (issue 20). Once with no TF_GPU_* variables, once with those the images set (2b), and
    where this host lets us (root, util-linux unshare) as PID 1 of a new PID namespace (2c),
-   as in a container started without --init: all three commands under `unshare --pid --fork`.
+   as in a container started without --init: all three commands under `unshare --pid --fork`;
+   and there (2d) what the exit grace adds to a Python command (TF_GPU_EXIT_GRACE off vs 10s).
 
 Runs are interleaved (A, B, A, B…) so drift on a shared machine hits both sides alike;
 medians of many runs, and the ratios of medians taken in the same run. Where `python -c pass`
@@ -180,9 +181,27 @@ def main() -> int:
                 args.runs,
                 unshare,
             )
+            compare_exit_watch(with_py, tfgpu, {**env, **IMAGE_ENV}, args.runs, unshare)
         else:
             print("2c. as PID 1: skipped (unshare --pid --fork needs root and util-linux)")
     return 0
+
+
+def compare_exit_watch(
+    py: str, tfgpu: str, env: dict[str, str], runs: int, prefix: tuple[str, ...]
+) -> None:
+    """What the exit grace (tfgpu.exit_watch, tfgpu.exit_guard) costs a Python command as PID 1:
+    the pipe, its SIGIO, and the hook's handler, against the same command with it off. `env` in
+    front of both, so that both pay the same exec."""
+    commands = {
+        grace: [*prefix, "env", f"TF_GPU_EXIT_GRACE={grace}", tfgpu, "run", "--", py, "-c", "pass"]
+        for grace in ("off", "10s")
+    }
+    m = medians(commands, env, runs)
+    print("2d. as PID 1, a Python command: tfgpu run -- python -c pass, exit grace off vs 10s")
+    print(f"  grace off             median {m['off']:7.2f} ms")
+    print(f"  grace 10s (default)   median {m['10s']:7.2f} ms  [{runs} runs each, interleaved]")
+    print(added("the exit watch adds", m["10s"], m["off"]))
 
 
 if __name__ == "__main__":

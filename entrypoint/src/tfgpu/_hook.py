@@ -161,7 +161,8 @@ def install() -> None:
         return
     state["installed"] = True
     sys.meta_path.insert(0, _Finder())
-    if "TFGPU_EXIT_PIPE" in os.environ:  # started by `tfgpu run` with an exit grace
+    # started by `tfgpu run` with an exit grace: this process, not one it started (FD:PID)
+    if os.environ.get("TFGPU_EXIT_PIPE", "").rpartition(":")[2] == str(os.getpid()):
         from tfgpu.exit_guard import watch_handlers  # only then: ~0.8 ms (-X importtime)
 
         watch_handlers(os.environ)

@@ -127,7 +127,8 @@ def configure_tensorflow(
         recovery.start(settings.recovery)
     if settings.metrics_port is not None:
         _start_metrics(settings)
-    if "TFGPU_EXIT_PIPE" in environ:  # started by `tfgpu run` with an exit grace
+    # started by `tfgpu run` with an exit grace: this process, not one it started (FD:PID)
+    if environ.get("TFGPU_EXIT_PIPE", "").rpartition(":")[2] == str(os.getpid()):
         from tfgpu import exit_guard  # only then: ~0.8 ms (-X importtime)
 
         exit_guard.install(environ)
