@@ -27,7 +27,7 @@ import gc, os, sys, threading, time
 from tfgpu import exit_guard
 exit_guard.install(os.environ)  # what the hook does right after `import tensorflow`
 mode = sys.argv[1]
-if mode != "clean":
+if mode not in ("clean", "fork"):
     gc.disable()  # the coordinator below is collected by Python's last collection, at exit
     lock = threading.Lock()
     def recover():  # TensorFlow's worker-recovery thread: holds the lock, waits for the worker
@@ -41,6 +41,12 @@ if mode != "clean":
         def __del__(self):  # ClusterCoordinator.__del__ -> Cluster.stop() waits for the lock
             self.lock.acquire()
     Coordinator()
+if mode == "fork":  # a child forked from the program ends first: not the program's end
+    if os.fork() == 0:
+        sys.exit(0)
+    os.wait()
+    time.sleep(3)
+    sys.exit(5)
 if mode == "threads":  # a thread that never ends: Python joins it forever
     threading.Thread(target=time.sleep, args=(3600,)).start()
 print("last line", flush=True)
@@ -160,3 +166,10 @@ def test_a_bad_grace_is_refused_at_the_door(value: str) -> None:
     assert done.returncode == 78, done.stderr
     assert "TF_GPU_EXIT_GRACE=" in done.stderr and "example: TF_GPU_EXIT_GRACE=30s" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_forked_child_that_ends_is_not_the_programs_end(tmp_path: Path) -> None:
+    """A process forked from the program inherits the pipe and the hooks; its sys.exit must not
+    start the grace on the program, which runs on past it."""
+    done, _ = start(tmp_path, "fork", TF_GPU_EXIT_GRACE="1s")
+    assert done.returncode == 5 and "had not exited" not in done.stderr, done.stderr

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from typing import Dict, Mapping, NoReturn, Optional, Type, Union
 
 PIPE_VAR = "TFGPU_EXIT_PIPE"
-_state: "Dict[str, Union[int, str]]" = {"fd": -1, "status": 0, "how": "returned"}
+# the pipe's fd (-1: none), the PID that may write to it, and how the program ends
+_state: "Dict[str, Union[int, str]]" = {"fd": -1, "pid": -1, "status": 0, "how": "returned"}
 
 
 def channel(environ: "Mapping[str, str]") -> int:
@@ -36,7 +37,9 @@ def channel(environ: "Mapping[str, str]") -> int:
 
 def _send(line: str) -> None:
     fd = int(_state["fd"])
-    if fd < 0:
+    # a process forked from the program (os.fork, multiprocessing's fork) holds the fd and these
+    # hooks too: its end is not the program's
+    if fd < 0 or _state["pid"] != os.getpid():
         return
     try:
         os.write(fd, f"{line}\n".encode("ascii", "replace"))
@@ -50,8 +53,8 @@ def watch_handlers(environ: "Mapping[str, str]") -> None:
     fd = channel(environ)
     if fd < 0:
         return
-    _state["fd"] = fd
-    os.set_inheritable(fd, False)  # the program's own children never hold the pipe
+    _state["fd"], _state["pid"] = fd, os.getpid()
+    os.set_inheritable(fd, False)  # the programs it execs never hold the pipe
     import atexit  # a built-in module: no file read
 
     atexit.register(_send, "handlers")
@@ -61,7 +64,7 @@ def install(environ: "Mapping[str, str]") -> None:
     """At `import tensorflow`: note how the program ends, and say when its main thread is done."""
     if channel(environ) < 0:
         return
-    _state["fd"] = channel(environ)
+    _state["fd"], _state["pid"] = channel(environ), os.getpid()
     real_exit = sys.exit
 
     def exit_noting(code: "Union[str, int, None]" = None) -> "NoReturn":
