@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Image weight and the cost of a first GPU (issue 20, item 3): printed, not asserted.
+"""Image weight and the cost of a first GPU: printed, not asserted.
 
 For each image given (default: the kit's repaired 2.21 image and the base it was built FROM, read
 from its `org.opencontainers.image.base.name` label; add the slim one with another --image):

@@ -4,8 +4,8 @@
 1. Interpreter start, `python -c pass`, in a throwaway venv with the tfgpu wheel (and so
    the .pth hook) installed vs an identical venv without it. Goal: < 2 ms added.
 2. `tfgpu run -- true` (the image's entrypoint) vs `true`, and vs `python -c pass` of the same
-   interpreter, which is the floor of any Python entrypoint. Goal: < 15 ms added over `true`
-   (issue 20). Once with no TF_GPU_* variables, once with those the images set (2b), and
+   interpreter, which is the floor of any Python entrypoint. Goal: < 15 ms added over `true`.
+   Once with no TF_GPU_* variables, once with those the images set (2b), and
    where this host lets us (root, util-linux unshare) as PID 1 of a new PID namespace (2c),
    as in a container started without --init: all three commands under `unshare --pid --fork`;
    and there (2d) what the exit grace adds to a Python command (TF_GPU_EXIT_GRACE off vs 10s).
@@ -39,7 +39,7 @@ from tfgpu_kit.context import (  # noqa: E402  (needs the checkout on sys.path)
 )
 
 HOOK_GOAL_MS = 2.0
-RUN_GOAL_MS = 15.0  # issue 20: `tfgpu run -- true` adds at most 15 ms over `true`
+RUN_GOAL_MS = 15.0  # `tfgpu run -- true` adds at most 15 ms over `true`
 MIN_RUNS = 50
 # What the images set (dockerfiles/2.21.0-gpu/Dockerfile): `tfgpu run` parses all of it.
 IMAGE_ENV = {

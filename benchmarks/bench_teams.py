@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""What a team's derived build pays for the guard, and what each image's SBOM holds (issue 29; a
-script that prints figures, not a test).
+"""What a team's derived build pays for the guard, and what each image's SBOM holds (a script
+that prints figures, not a test).
 
 1. `tfgpu check --build` inside each image (a container, no GPU, no network, as its USER): the
    median wall time of N runs, against `tfgpu --help` in the same container (a Python start with

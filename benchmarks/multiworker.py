@@ -1,4 +1,4 @@
-"""Benchmark of multi-worker training in containers (issue 19): printed, not asserted.
+"""Benchmark of multi-worker training in containers: printed, not asserted.
 
 For 2 and 3 workers run as `build.py k8s --workers N` makes them (tests/multiworker/group.py:
 the manifest's env, the pod DNS names as aliases on one Docker network, TensorFlow on the CPU):

@@ -1,4 +1,4 @@
-"""Benchmark of parameter-server training in containers (issue 33): printed, not asserted.
+"""Benchmark of parameter-server training in containers: printed, not asserted.
 
 For 1 parameter server + 2 workers + the chief, run as the parameter-server contract makes them
 (tests/multiworker/ps_group.py: the contract's variables, JobSet-style pod DNS names as aliases on

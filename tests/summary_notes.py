@@ -2,7 +2,7 @@
 harness).
 
 Under pytest-xdist a worker's own terminal is not the user's: what a fixture writes there is lost
-(the arm64 module's cost, issue 31, went missing that way). A module adds its lines here; a
+(the arm64 module's cost, for one). A module adds its lines here; a
 worker hands them to the controller in its `workeroutput` (tests/conftest.py), and the process
 that writes the summary prints them, one section per title, in the order added."""
 

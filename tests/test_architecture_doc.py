@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 NAMED = re.compile(r"`((?:tfgpu_kit|entrypoint/src/tfgpu|fakegpu)/[\w/]*\.py)`")
 CONTRACT = ROOT / ".importlinter"
-MOST_FLOORS = 9  # the build side, build.py included (issue 32; issue 17 asked 10)
+MOST_FLOORS = 9  # the build side, build.py included
 
 
 def modules() -> set[str]:
@@ -107,17 +107,17 @@ def test_the_runtime_never_imports_the_build_side() -> None:
 
 
 def test_the_fake_driver_stands_alone() -> None:
-    """Issue 17: the fake driver is a component of its own (fakegpu/), which the kit uses."""
+    """The fake driver is a component of its own (fakegpu/), which the kit uses."""
     alone = contract()["importlinter:contract:fakegpu"]
     assert (alone["type"], alone["source_modules"].split()) == ("forbidden", ["fakegpu"])
     assert alone["forbidden_modules"].split() == ["tfgpu_kit", "tfgpu"]
     assert not (ROOT / "tfgpu_kit" / "fakegpu").exists()
 
 
-# The runtime (issue 32): its tiers and its floors, counted from the imports by
+# The runtime: its tiers and its floors, counted from the imports by
 # tools/import_floors.py, so the doc's figures are the tool's, not typed.
 RUNTIME = ROOT / "entrypoint" / "src" / "tfgpu"
-RUNTIME_MOST_FLOORS = 8  # issue 32
+RUNTIME_MOST_FLOORS = 8
 RUNTIME_SECTION = "## The runtime's tiers and floors"
 TIERS = ["commands", "act", "plan", "machine", "contract"]  # top to bottom
 
@@ -219,7 +219,7 @@ def said(lines: list[str], index: int) -> str:
 
 
 def test_every_import_inside_a_function_of_the_runtime_says_its_measured_cost() -> None:
-    """Issue 32: an import of the package inside a function only where its start-up cost was
+    """An import of the package inside a function only where its start-up cost was
     measured, the figure in a comment on its line or just above (else it goes to the top)."""
     bare = []
     for path in sorted(RUNTIME.glob("*.py")):

@@ -287,7 +287,7 @@ def assemble(
     requirements = pins(wheels)
     # Every line carries the wheel's sha256 and the image's pip step runs with --require-hashes,
     # so a wheel changed in the context after this check (a kept --contexts folder, bake's
-    # .tfgpu-contexts) is refused at build time (issue 22). The locked wheels' hashes are the
+    # .tfgpu-contexts) is refused at build time. The locked wheels' hashes are the
     # locks' (verified above); the runtime wheel, built here, is hashed now.
     installed = [*locked.image_set, *locked.cuda_wheels, *locked.tf_keras]
     hashes = {_normalized_pin(f.pin): f.sha256 for f in installed}

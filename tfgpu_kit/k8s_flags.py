@@ -28,7 +28,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 @dataclass(frozen=True)
 class Workers:
-    """Multi-worker training (issue 19): an Indexed Job of `count` pods and its headless Service,
+    """Multi-worker training: an Indexed Job of `count` pods and its headless Service,
     or a JobSet; TF_CONFIG is built in each pod by the runtime (tfgpu.tf_config)."""
 
     count: int

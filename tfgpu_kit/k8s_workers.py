@@ -8,7 +8,7 @@ Service named by the pod's `subdomain` resolves as `<job>-<index>.<service>` (ku
 JobSet's name (kubernetes-sigs/jobset 08dfbdfd682714a9ab929633eca8dc95315187e7,
 pkg/util/placement/placement.go GenJobName and pkg/controllers/jobset_controller.go GetSubdomain).
 
-With --ps M (parameter-server training, issue 33) the same rule names three groups: the chief,
+With --ps M (parameter-server training) the same rule names three groups: the chief,
 the workers and the parameter servers, each a replicatedJob of one JobSet or an Indexed Job of
 its own under one headless Service; each pod gets the contract's TF_GPU_PS, TF_GPU_PS_HOSTS,
 TF_GPU_CHIEF_HOST and TF_GPU_ROLE besides the workers' variables.

@@ -28,7 +28,7 @@ DOCKERFILES_DIR = ROOT / "dockerfiles"
 def _one_line(value: object) -> object:
     """Jinja's finalize: every `{{ value }}` of the Dockerfile template passes here. A value with
     a newline (or another control, bidi or separator character) could end a comment or an
-    instruction and start one of its own (issue 22): refused, whatever validated it before."""
+    instruction and start one of its own: refused, whatever validated it before."""
     if bad := control_characters(str(value)):
         raise SpecError(
             f"templates: refusing to render {str(value)!r} into a Dockerfile: it contains"

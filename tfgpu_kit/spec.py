@@ -42,7 +42,7 @@ RUNTIME_PYPROJECT = ROOT / "entrypoint" / "pyproject.toml"
 
 
 # Every pattern below is applied with re.fullmatch: `re.match(r"…$")` also accepts a trailing
-# newline, and a spec value reaches a Dockerfile line (issue 22). pydantic's `pattern=` runs the
+# newline, and a spec value reaches a Dockerfile line. pydantic's `pattern=` runs the
 # Rust regex engine, whose `$` matches only at the very end of the text: whole-text too.
 
 # Docker's reference grammar (distribution/reference), for what goes before `/REPO:TAG`: a host
@@ -537,7 +537,7 @@ class JetsonSpec(_Strict):
 
     repository: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
     platform: str = Field(pattern=r"^linux/arm64$")
-    base: Base  # the same grammar as images.yaml's base (issue 22)
+    base: Base  # the same grammar as images.yaml's base
     images: list[JetsonEntry] = Field(min_length=1)
 
 

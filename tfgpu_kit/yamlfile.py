@@ -2,7 +2,7 @@
 manifests), with one error that names the file and, for bad YAML, the line and column: never a
 traceback. The caller picks the error class, and so the exit code (a spec: 3, a plan input: 2).
 
-Plan's inputs are untrusted, so reading is bounded (issue 22, item 2):
+Plan's inputs are untrusted, so reading is bounded:
 - a file is read only when it is a regular file or a pipe, and only up to MAX_BYTES (`/dev/zero`,
   another device or a huge file is refused before a byte is parsed);
 - YAML aliases are not expanded past a budget: the composed node graph is measured as if every

@@ -145,8 +145,8 @@ def test_lock_check_names_what_a_lock_lacks(
 
 
 def test_a_local_base_without_a_registry_digest_is_refused_when_the_lock_knows_one() -> None:
-    """Issue 22: `digest(image, [])` returned the locked digest for a local base that has no
-    RepoDigest (built or `docker load`ed here): the label claimed a digest nobody checked."""
+    """`digest(image, [])` must not return the locked digest for a local base that has no
+    RepoDigest (built or `docker load`ed here): the label would claim a digest nobody checked."""
     digests = base_lock.BaseDigests(_lock(**{"2.21.0-gpu": A}), [_image()], base_registry=None)
     with pytest.raises(SpecError) as info:
         digests.digest(_image(), [])

@@ -236,7 +236,7 @@ def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
     assert mirror.digest(images[0], []) is None
 
 
-RUN_MAX_LINES = 15  # issue 17: run() parses nothing itself and makes one call into the package
+RUN_MAX_LINES = 15  # run() parses nothing itself and makes one call into the package
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)

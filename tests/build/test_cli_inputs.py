@@ -1,4 +1,4 @@
-"""Issue 18's cases for `render`, `bake`, `check`, `build --dry-run` and `lock --check`: each
+"""Odd inputs to `render`, `bake`, `check`, `build --dry-run` and `lock --check`: each
 odd input refused with one message naming the flag (exit 2), an unreadable folder named
 (exit 5), and no verdict that says more than was checked."""
 

@@ -200,7 +200,7 @@ def test_context_downloads_exactly_the_locked_pins(
     wheels = ctx.path / "wheels"
     assert (wheels / "pip.whl").read_bytes() == b"pip==25.3"
     assert not (ctx.path / "pip-download").exists()
-    # each pin with its wheel's sha256, for pip's --require-hashes (issue 22): the locked ones
+    # each pin with its wheel's sha256, for pip's --require-hashes: the locked ones
     # as locked, the runtime wheel (built on the host, in no lock) hashed at assembly
     lines = (wheels / "requirements.txt").read_text().splitlines()
     assert [line.split(" --hash=")[0] for line in lines] == ctx.requirements

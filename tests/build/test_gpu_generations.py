@@ -228,7 +228,7 @@ def _gpus_with(tmp_path: Path, change: Any) -> Path:
         (lambda d: d["known_failures"][0].update(arch="sm_120"), "a compute capability X.Y"),
         (lambda d: d["known_failures"][0].update(reports=[], also={}), "needs reports or `also`"),
         (
-            lambda d: d["known_failures"][0]["reports"][0].update(source="issue 101746"),
+            lambda d: d["known_failures"][0]["reports"][0].update(source="#101746"),
             "owner/repo#N",
         ),
         (lambda d: d["kernel_cache"].update(max_bytes=2**33), "less than or equal to 4294967296"),

@@ -44,8 +44,8 @@ def test_an_interrupted_write_leaves_the_old_lock_whole(
 
 
 def test_a_link_at_the_temporary_path_is_refused_and_the_mode_kept(tmp_path: Path) -> None:
-    """Issue 30: the writer followed a symlink planted at `.NAME.partial` (writing wherever it
-    pointed) and turned a 0600 lock into 0644."""
+    """The writer must not follow a symlink planted at `.NAME.partial` (writing wherever it
+    points), nor turn a 0600 lock into 0644."""
     lock = base_lock.FILE
     path = lock.write(lock.load(), tmp_path)
     path.chmod(0o600)

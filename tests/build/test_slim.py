@@ -1,4 +1,4 @@
-"""The slim variant (issue 20): its spec rules, its images, what it needs of the driver, its
+"""The slim variant: its spec rules, its images, what it needs of the driver, its
 Dockerfile and its build context. The image itself is proved in tests/containers/test_slim.py."""
 
 from __future__ import annotations

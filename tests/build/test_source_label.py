@@ -1,4 +1,4 @@
-"""Issue 22, item 1: the org.opencontainers.image.source label ships in every pushed image, so a
+"""The org.opencontainers.image.source label ships in every pushed image, so a
 Git remote's credentials (a CI job token, a user:password) never reach it, whatever the scheme;
 `bake` prints the same build arguments and must not print them either."""
 

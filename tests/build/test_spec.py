@@ -91,7 +91,7 @@ def test_committed_spec_is_valid() -> None:
          "expected a compute_XY code"),
         ("matrix.yaml", lambda d: d["cuda"]["12.5.1"].pop("driver_min"),
          "cuda.12.5.1.driver_min: required key is missing"),
-        # the slim variant (issue 20)
+        # the slim variant
         ("images.yaml", lambda d: d["variants"]["gpu-slim"].pop("versions"),
          "a slim variant lists its versions; another lists none"),
         ("images.yaml", lambda d: d["variants"]["gpu"].__setitem__("versions", ["2.21.0"]),

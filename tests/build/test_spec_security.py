@@ -1,4 +1,4 @@
-"""Issue 22, item 4: a "data only" change to images/*.yaml must never add a Dockerfile instruction.
+"""A "data only" change to images/*.yaml must never add a Dockerfile instruction.
 
 Hostile strings (newlines, control and bidi characters, Jinja syntax, shell metacharacters, YAML
 syntax) are put into each spec field that reaches a Dockerfile; the spec is either refused with a

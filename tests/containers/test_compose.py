@@ -105,7 +105,7 @@ def test_cpu_only_derivation_removes_only_the_gpu_reservations() -> None:
 
 
 def test_every_service_runs_as_a_non_root_user() -> None:
-    """Issue 22: the -gpu image's default is root (images/images.yaml says why); compose.yaml
+    """The -gpu image's default is root (images/images.yaml says why); compose.yaml
     runs every service, the profiled Prometheus too, as a numeric non-root uid and gid."""
     compose = yaml.safe_load(COMPOSE_FILE.read_text())
     users = {name: str(service.get("user", "")) for name, service in compose["services"].items()}
@@ -310,7 +310,7 @@ def _cpu_value(samples: dict[str, list[Sample]], name: str) -> float:
 def test_model_service_metrics_follow_its_settings_and_allocations(
     stack: dict[str, str], docker_compose_project_name: str, service: str
 ) -> None:
-    """Issue 5: the metrics endpoint scraped over HTTP inside a container of the
+    """The metrics endpoint scraped over HTTP inside a container of the
     harness, with values that change after the program allocates tensors."""
     environment = yaml.safe_load(COMPOSE_FILE.read_text())["services"][service]["environment"]
     before = _scrape(stack[f"{service}-metrics"])

@@ -58,7 +58,7 @@ def test_labels_and_env_say_what_tensorflow_loads(
     assert labels["io.tfgpu.driver.min-compat"] == row["driver_min_compat"]
     assert env["NVIDIA_REQUIRE_CUDA"] == row["nvidia_require_cuda"]
     assert env["TFGPU_IMAGE_TF"] == version
-    assert env["TF_GPU_MEMORY_GROWTH"] == "true"  # the image default of issue 3
+    assert env["TF_GPU_MEMORY_GROWTH"] == "true"  # the images' default
     # Built through --base-registry: the label names the stand-in it really came from.
     assert labels["org.opencontainers.image.base.name"] == BASES[which]
     assert config["Entrypoint"] == ["tfgpu", "run", "--"]

@@ -1,4 +1,4 @@
-"""Issue 22: a security audit of each built kit image against its base, and the build-time hash
+"""A security audit of each built kit image against its base, and the build-time hash
 check of an assembled context.
 
 Per image: no world-writable folder without the sticky bit, /tmp 1777 (and /tf/notebooks in the
@@ -81,7 +81,7 @@ def test_no_folder_is_writable_for_all_without_the_sticky_bit(
 def test_tmp_is_1777_and_notebooks_sticky(audits: dict[str, Any], which: str) -> None:
     image, _ = audits[which]
     modes = dict(reversed(line.split(" ", 1)) for line in image["modes"])
-    assert modes["/tmp"] == "1777"  # issue 22: it was 0755, copied from the staging root
+    assert modes["/tmp"] == "1777"  # not the staging root's 0755
     if which == "gpu-jupyter":
         assert modes["/tf/notebooks"] == "1777"
 

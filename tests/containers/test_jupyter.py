@@ -266,9 +266,8 @@ def test_jupyter_runs_on_a_read_only_root_file_system(
     jupyter.wait_healthy()
     uid = 12345 if user else 1000
     assert jupyter.server_uids() == {uid}
-    # The image's /tmp is 1777 again (issue 22, item 7; it was 0755, and Docker 20.10's --tmpfs
-    # /tmp then was too, which sent the HOME to /dev/shm): the HOME is a new, unpredictable
-    # folder under /tmp (tfgpu.home, issue 22 item 10)
+    # The image's /tmp is 1777 (were it 0755, Docker 20.10's --tmpfs /tmp would be too, sending
+    # the HOME to /dev/shm): the HOME is a new, unpredictable folder under /tmp (tfgpu.home)
     assert re.search(
         rf"the command gets HOME=/tmp/tfgpu-home-{uid}-[0-9a-f]{{16}}\b", jupyter.logs()
     ), jupyter.logs()

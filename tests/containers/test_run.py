@@ -101,7 +101,7 @@ def test_cpu_virtual_devices_reach_an_unmodified_script(
     assert "logical CPUs: 2" in out.stdout
 
 
-# Every invalid value the runtime refuses (issue 2 "Bad input"), as a user would pass it.
+# Every invalid value the runtime refuses, as a user would pass it.
 BAD_INPUTS = [
     pytest.param({"TF_GPU_MEM_LIMIT": "lots"}, "TF_GPU_MEM_LIMIT", id="mem-limit-word"),
     pytest.param({"TF_GPU_MEM_LIMIT": "4096,abc"}, "TF_GPU_MEM_LIMIT", id="mem-limit-list"),

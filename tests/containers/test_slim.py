@@ -1,8 +1,9 @@
-"""Issue 20: the slim variant's 2.21 image, built on the stand-in of its Python base in the same
+"""The slim variant's 2.21 image, built on the stand-in of its Python base in the same
 run as the repaired one: how much smaller it is, that what it adds is its locked parts within its
 budget, that `build.py verify` passes with TensorFlow's own GPU verdict on the fake driver, that it
-holds one CUDA (the wheels TensorFlow loads), compiled byte code for any uid, and the audit of
-issue 22. The GPU suite (tests/gpu) runs on it too: its `image` fixture takes both variants."""
+holds one CUDA (the wheels TensorFlow loads), compiled byte code for any uid, and the security
+audit of test_image_audit.py. The GPU suite (tests/gpu) runs on it too: its `image` fixture
+takes both variants."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_one_cuda_and_byte_code_for_any_uid(
 
 
 def test_the_security_audit(docker_client: docker.DockerClient, slim_image: str) -> None:
-    """Issue 22's audit, on the slim image against its base."""
+    """The security audit (test_image_audit.py), on the slim image against its base."""
     image, base = _audit(docker_client, slim_image), _audit(docker_client, slim_tag())
     assert image.get("loose") == [], image.get("loose")
     assert "1777 /tmp" in image["modes"]

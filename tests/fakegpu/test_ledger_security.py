@@ -1,4 +1,4 @@
-"""Issue 22, item 12: the fake driver's shared ledger (FAKEGPU_LEDGER), used by containers of
+"""The fake driver's shared ledger (FAKEGPU_LEDGER), used by containers of
 several uids at once, follows no planted link and lets no uid change another's entries.
 
 Its files: the folder 1777 (made so only by the process that created it), ledger.lock and each

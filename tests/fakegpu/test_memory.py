@@ -209,7 +209,7 @@ def test_processes_sharing_a_ledger_share_one_card(
     # shared by containers running as different users (root servers, a uid-1000 kernel), whatever
     # the umask of the process that made them
     assert (tmp_path / "ledger").stat().st_mode & 0o7777 == 0o1777
-    # flock needs only a read-only descriptor: nobody writes the lock (issue 22: it was 0666)
+    # flock needs only a read-only descriptor: nobody writes the lock, so not 0666
     assert (tmp_path / "ledger" / "ledger.lock").stat().st_mode & 0o777 == 0o444
     alone = run(READ, {"FAKEGPU_MEMORY_MIB": "4096"}).out  # no ledger: this process alone
     assert alone["info"] == [4 * GIB, 4 * GIB]

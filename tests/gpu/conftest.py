@@ -62,7 +62,7 @@ def _remember_images(*names: str) -> None:
 @pytest.fixture(scope="session", params=["gpu", "gpu-slim"])
 def image(request: pytest.FixtureRequest) -> str:
     """The kit image under test, each test once per variant: the 2.21 gpu image (repaired, on the
-    official base's stand-in) and the 2.21 slim one (issue 20), built from the stand-ins; or
+    official base's stand-in) and the 2.21 slim one, built from the stand-ins; or
     --gpu-image / --gpu-slim-image (e.g. built by `./kit build` from the real bases)."""
     option = "--gpu-image" if request.param == "gpu" else "--gpu-slim-image"
     chosen = request.config.getoption(option)

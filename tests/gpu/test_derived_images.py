@@ -1,4 +1,4 @@
-"""Teams' images FROM the kit's (issue 29): every recipe of docs/teams.md (examples/teams/) is
+"""Teams' images FROM the kit's: every recipe of docs/teams.md (examples/teams/) is
 built on the repaired and the slim 2.21 images and run on the fake GPU. The recipes that keep the
 GPU path show the cap applied by TensorFlow itself (the device it creates); those that break it
 fail at build (pip's constraints, `tfgpu check --build`) or at start (`tfgpu run`, exit 78), each

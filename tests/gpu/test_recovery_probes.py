@@ -1,12 +1,12 @@
-"""The recovery rule's Kubernetes probes against real containers (issue 30): the Deployment that
+"""The recovery rule's Kubernetes probes against real containers: the Deployment that
 `./kit k8s --env TF_GPU_RECOVER_AT=…` renders, its environment given to the kit's image on the
 fake GPU, and the kubelet's probe loop (tests/kubelet_probes.py) run with the rendered probes'
 own timings, not compressed, each probe an HTTP GET of /livez from inside the container as the
 kubelet's from the node.
 
 - a program that sleeps 60 s before it imports TensorFlow (data preparation, a slow node) is
-  not restarted: before issue 30 the liveness probe alone (period 10, threshold 3) restarted it
-  at 20 s, as the answers recorded here show (its first probes get no answer);
+  not restarted, where the liveness probe alone (period 10, threshold 3) restarts it at 20 s,
+  as the answers recorded here show (its first probes get no answer);
 - a program stuck at its cap is still restarted, by the liveness probe, once /livez says so,
   also one stuck before its first liveness probe (the startup probe is a TCP connect, so a 503
   is left to the liveness probe's three failures, not the startup probe's 10 minutes)."""

@@ -50,8 +50,8 @@ def test_the_runtime_exports_the_metrics_the_issue_names() -> None:
         "tfgpu_memory_growth_enabled",
         "tfgpu_gpu_memory_total_bytes",
         "tfgpu_gpu_memory_used_bytes",
-        "tfgpu_device_memory_stats_available",  # which devices have figures (issue 16)
-        "tfgpu_recoveries_total",  # the recovery rule (issue 21)
+        "tfgpu_device_memory_stats_available",  # which devices have figures
+        "tfgpu_recoveries_total",  # the recovery rule
         "tfgpu_recovery_stuck",
         "tfgpu_recovery_after_seconds",
         "tfgpu_recovery_streak_seconds",

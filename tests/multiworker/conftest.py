@@ -2,7 +2,7 @@
 
 Keras 2 for `model.fit` under MultiWorkerMirroredStrategy comes from the image itself: every
 2.16+ image carries TensorFlow's tf-keras of its minor, locked in images/cuda-wheels.lock.yaml
-(matrix.yaml `tf_keras`; issue 19, item 3). The fixture checks that the image holds exactly that
+(matrix.yaml `tf_keras`). The fixture checks that the image holds exactly that
 locked version and fails otherwise: nothing is layered on for the tests.
 TFGPU_MULTIWORKER_IMAGE=REF runs an image already built instead of building the kit's (a local
 re-run; CI builds it).

@@ -1,4 +1,4 @@
-"""A parameter-server cluster (issue 33) in containers of the kit's image on one Docker network: one
+"""A parameter-server cluster in containers of the kit's image on one Docker network: one
 chief, TF_GPU_WORKERS workers and TF_GPU_PS parameter servers, each container's network alias the
 DNS name its pod gets in a JobSet (`<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>`,
 the subdomain being the JobSet's name by default: jobset.sigs.k8s.io), its environment and command

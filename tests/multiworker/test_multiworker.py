@@ -1,4 +1,4 @@
-"""Multi-worker training in real containers of the kit's 2.21 image (issue 19, item 5).
+"""Multi-worker training in real containers of the kit's 2.21 image.
 
 Workers run as `build.py k8s --workers N` makes them (tests/multiworker/group.py): the manifest's
 env, the Indexed Job's JOB_COMPLETION_INDEX, the pod DNS names as network aliases, no TF_CONFIG.

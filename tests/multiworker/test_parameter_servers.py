@@ -1,4 +1,4 @@
-"""Parameter-server training in real containers of the kit's 2.21 image (issue 33, item 2).
+"""Parameter-server training in real containers of the kit's 2.21 image.
 
 One chief, 2 workers and 1 parameter server as `build.py k8s --workers 2 --ps 1 --jobset` renders
 them (tests/multiworker/ps_group.py: each role's rendered env and args, the indexed Job's

@@ -1,7 +1,7 @@
-"""Issue 30, part A: the contract's inputs answered rightly or refused clearly at the door.
+"""The contract's inputs answered rightly or refused clearly at the door.
 
-Each case of the issue (silent answers, tracebacks, unclear refusals, the security findings on
-the inputs) as a regression test; each failed on the commit before its fix (named per test)."""
+Each case (silent answers, tracebacks, unclear refusals, the security findings on the inputs) as
+a regression test; each docstring names the wrong answer the test rules out."""
 
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ def _libraries_loaded_with(
 @pytest.mark.parametrize(
     ("tensorflow", "build", "cudnn", "verdict"),
     [
-        # the official 2.14.0-gpu base: cuDNN 8.6.0, TensorFlow 2.14 built with 8.7 (issue 23)
+        # the official 2.14.0-gpu base: cuDNN 8.6.0, TensorFlow 2.14 built with 8.7
         ("2.14.0", ("11.8", "8"), "8.6.0", "GPU registered; cuDNN ops will fail (8.6 < 8.7)"),
         ("2.21.0", ("12.5.1", "9"), "9.1.0", "GPU registered; cuDNN ops will fail (9.1 < 9.3)"),
     ],

@@ -1,7 +1,7 @@
 """The metrics endpoint's server (tfgpu.metrics_server, started by tfgpu.metrics): the address
 it binds (TF_GPU_METRICS_ADDR, validated at the door), only /metrics answered, and bounded
 connections: a per-connection timeout and a cap, so idle or slow clients cannot pile up threads
-in the user's process (issue 22, finding 11)."""
+in the user's process."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_tfgpu_run_refuses_a_bad_address_and_starts_nothing() -> None:
     assert "TF_GPU_METRICS_ADDR='localhost' is not valid" in r.stderr
 
 
-# --- issue 30: slow clients, the probe under a full house, name lookups, scrape floods -----------
+# --- slow clients, the probe under a full house, name lookups, scrape floods --------------------
 
 
 def _closed_by_server(conn: socket.socket) -> bool:

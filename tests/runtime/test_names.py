@@ -1,4 +1,4 @@
-"""Names checked, not only values (issue 30, item 3): tfgpu.names is the one list of the kit's
+"""Names checked, not only values: tfgpu.names is the one list of the kit's
 variable names, every name the repository uses is in it, and a stranger of the kit's prefixes
 (or a near miss of TensorFlow's variables the kit reads) is named with its closest known name at
 the door and in `tfgpu show`, at no start-up cost when there is none."""
@@ -79,7 +79,7 @@ def test_the_modules_names_are_the_lists_names() -> None:
     )
     internal = {PREFLIGHT_MARK, DERIVED_MARK, recovery.STATE_DIR_VARIABLE, shm.WARNED_MARK}
     assert internal | {tegra.SYSROOT_VARIABLE, "TFGPU_HOOK_RAISE"} <= set(names.INTERNAL)
-    # issue 29's names, known before their code lands
+    # the derived-image guard's names (docs/teams.md)
     assert {"TF_GPU_REQUIRE_HOOK", "TFGPU_IMAGE_CONSTRAINTS"} <= names.KNOWN
 
 

@@ -203,7 +203,7 @@ def test_uid_in_the_record_name() -> None:
     assert recovery.record_path({}) == f"/var/tmp/tfgpu-recoveries-{os.getuid()}.json"
 
 
-# --- the record and the exit path (issue 30, security findings) --------------------------------
+# --- the record and the exit path (security findings) ------------------------------------------
 
 
 def _in_thread(call: Any, seconds: float = 5.0) -> tuple[bool, list[Any]]:

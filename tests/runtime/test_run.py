@@ -154,7 +154,7 @@ def test_a_home_that_is_not_writable_moves_under_tmpdir(tmp_path: Path) -> None:
     assert r.stdout.split() == [str(expected), "wrote"]
     assert f"HOME={home!r} is not writable; the command gets HOME={expected}" in r.stderr
     assert expected.stat().st_mode & 0o777 == 0o700
-    # each start gets a new, unpredictable one (issue 22: a name another uid could create first)
+    # each start gets a new, unpredictable one: a fixed name another uid could create first
     again = run("run", "--", "sh", "-c", 'echo "$HOME"', HOME=home, TMPDIR=str(tmp))
     assert again.stdout.strip() not in ("", str(expected))
     assert Path(again.stdout.strip()).parent == tmp
@@ -181,9 +181,9 @@ def test_where_tmpdir_is_not_writable_home_goes_to_dev_shm(shm_homes: Path) -> N
 
 
 def test_a_planted_home_cannot_take_the_fallback_away(tmp_path: Path, shm_homes: Path) -> None:
-    """Issue 22: with a fixed name, another uid (or a link) planted at tfgpu-home-UID first left
-    this uid without a HOME under that folder. The name is unpredictable now: what is planted
-    at the old name, or a link into someone else's folder, is never used."""
+    """With a fixed name, another uid (or a link) planted at tfgpu-home-UID first would leave
+    this uid without a HOME under that folder. The name is unpredictable: what is planted at
+    the fixed name, or a link into someone else's folder, is never used."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     elsewhere = tmp_path / "elsewhere"

@@ -1,4 +1,4 @@
-"""`tfgpu run` start-up (issue 20): the entrypoint imports only what its path needs, and still
+"""`tfgpu run` start-up: the entrypoint imports only what its path needs, and still
 checks everything. No timings here (they vary by host): benchmarks/bench_runtime.py has them.
 
 What the path must not import, each for its cost or because only another path needs it: `re`

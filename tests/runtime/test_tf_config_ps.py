@@ -1,4 +1,4 @@
-"""Parameter-server training (tfgpu.tf_config, issue 33): TF_CONFIG with the roles chief, worker
+"""Parameter-server training (tfgpu.tf_config): TF_CONFIG with the roles chief, worker
 and ps built from TF_GPU_PS, TF_GPU_PS_HOSTS, TF_GPU_CHIEF_HOST and TF_GPU_ROLE; each bad value
 refused at the door (exit 78, the variable, the value, what is accepted, an example); a parameter
 server without a GPU unless TF_GPU_PS_GPUS=true; `tfgpu server` for workers and parameter

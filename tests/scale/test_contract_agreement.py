@@ -1,4 +1,4 @@
-"""Issue 30, part A, on the build side: `build.py k8s --env` and `build.py plan` answer each
+"""The contract's inputs on the build side: `build.py k8s --env` and `build.py plan` answer each
 case of the contract's inputs as the door (`tfgpu run`) does, and the three agree on every value
 Hypothesis generates for the recovery, worker, Keras and metrics-address variables (item 5):
 the same verdict, the same variable named.

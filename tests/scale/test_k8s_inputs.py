@@ -1,6 +1,6 @@
-"""`build.py k8s` checks every flag as strictly as the runtime and Kubernetes would (issue 18's
-k8s cases, issue 22 items 3 and 14): each case refused with exit 2 and one message naming the
-flag, or accepted and rendered the way the flag means."""
+"""`build.py k8s` checks every flag as strictly as the runtime and Kubernetes would: each case
+refused with exit 2 and one message naming the flag, or accepted and rendered the way the flag
+means."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_registry_with_a_bad_port_is_refused_before_the_spec(
 @pytest.mark.parametrize(
     ("flag", "value"),
     [
-        # issue 22 item 14: a `$` accepted a trailing newline
+        # re.match's `$` accepts a trailing newline: each value must still be refused
         ("--name", "tfgpu\n"),
         ("--cpu", "1\n"),
         ("--memory", "8Gi\n"),
@@ -139,7 +139,7 @@ def test_control_characters_are_refused(
 
 
 def test_device_plugin_namespace_cannot_add_documents(capsys: pytest.CaptureFixture[str]) -> None:
-    # issue 22 item 3: the namespace was written raw into a comment of time-slicing.yaml
+    # the namespace reaches a comment of time-slicing.yaml: a newline there adds documents
     hostile = "x\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding"
     _refused(capsys, "--image", IMAGE, "--time-slicing", "2", "--mem-limit", "40%",
              "--device-plugin-namespace", hostile)  # fmt: skip

@@ -1,4 +1,4 @@
-"""`build.py k8s --workers N`: the multi-worker training workload (issue 19, item 2).
+"""`build.py k8s --workers N`: the multi-worker training workload.
 
 Every variant validates with kubernetes-validate --strict against Kubernetes 1.29, 1.30 and 1.31
 (the versions the defaults are chosen for) and the newest it bundles; the JobSet against the

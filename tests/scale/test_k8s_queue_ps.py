@@ -1,4 +1,4 @@
-"""`build.py k8s --queue NAME` and `--workers N --ps M` (issue 33, items 1 and 2).
+"""`build.py k8s --queue NAME` and `--workers N --ps M`.
 
 Every rendered object validates with kubernetes-validate --strict (Kubernetes 1.29 and the newest
 it bundles), a JobSet also against the strict JobSet CRD schema of test_k8s_multiworker.py with

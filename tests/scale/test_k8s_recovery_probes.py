@@ -1,4 +1,4 @@
-"""The recovery rule's probes as `k8s` renders them (issue 30): a program still starting is never
+"""The recovery rule's probes as `k8s` renders them: a program still starting is never
 restarted, one stuck at its cap still is, and a probe that cannot be reached is refused.
 
 The kubelet's loop is emulated (tests/kubelet_probes.py) over timelines of what /livez answers;
@@ -56,7 +56,7 @@ def outcome(container: dict[str, Any], timeline: Timeline, until_s: float) -> An
     )
 
 
-# what `k8s` rendered before issue 30: the liveness probe alone, from the container's start
+# the liveness probe alone, from the container's start: what the startup probe guards against
 LIVENESS_ONLY = {
     "livenessProbe": {
         "httpGet": {"path": "/livez", "port": "metrics"},
@@ -69,9 +69,9 @@ LIVENESS_ONLY = {
 def test_a_program_that_imports_tensorflow_late_is_not_restarted(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Issue 30: /livez listens only once the program imported TensorFlow; the liveness probe
-    alone (period 10, threshold 3) restarted any program slower than ~30 s to get there, for
-    ever. The startup probe holds the liveness probe back until /livez answers."""
+    """/livez listens only once the program imported TensorFlow; the liveness probe alone
+    (period 10, threshold 3) restarts any program slower than ~30 s to get there, for ever.
+    The startup probe holds the liveness probe back until /livez answers."""
     containers = rendered(capsys, "--kind", "all")
     assert len(containers) == 2
     for container in containers:

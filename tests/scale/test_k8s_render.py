@@ -454,7 +454,7 @@ def test_structural_schema_refuses_what_the_crd_refuses(
         validate_pod_monitor(doc, KUBERNETES)
 
 
-# --- the recovery rule (TF_GPU_RECOVER_*, issue 21) ---------------------------------------------
+# --- the recovery rule (TF_GPU_RECOVER_*) -------------------------------------------------------
 
 
 @pytest.mark.parametrize("action", ["report", "exit"])

@@ -1,5 +1,5 @@
 """`build.py k8s --workers N [--ps M] --trainer`: a Kubeflow Trainer v2 ClusterTrainingRuntime and
-a TrainJob (issue 33, item 3).
+a TrainJob.
 
 The schemas are the `openAPIV3Schema` of kubeflow/trainer's CRDs at commit
 8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3 (master after v2.3.0, VERSION v2.3.0):

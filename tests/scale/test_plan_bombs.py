@@ -1,4 +1,4 @@
-"""Hostile YAML given to `build.py plan` (issue 22, item 2): alias bombs ("billion laughs") where
+"""Hostile YAML given to `build.py plan`: alias bombs ("billion laughs") where
 the readers walk or print a value, a `kind: List` fanning out, a List that contains itself,
 endless nesting, devices and huge files. Each runs `build.py plan` in a child process under a
 memory limit (RLIMIT_AS) and a time limit, and must end in one clean refusal."""

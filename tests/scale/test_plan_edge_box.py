@@ -1,4 +1,4 @@
-"""examples/compose.jetson.yaml, the edge box (issue 31): several models on one 16 GB AGX Xavier,
+"""examples/compose.jetson.yaml, the edge box: several models on one 16 GB AGX Xavier,
 each capped at 512 MiB with growth on, planned on the Jetson's unified memory. The same services
 started on the arm64 stand-in: tests/containers/test_l4t_arm64.py."""
 

@@ -1,6 +1,6 @@
-"""`build.py plan` reads its input as strictly as Compose, Docker and Kubernetes do (issue 18):
-each case of the issue's list as a regression test, with the exit code and one message that
-names the file, the field, the value and what is accepted."""
+"""`build.py plan` reads its input as strictly as Compose, Docker and Kubernetes do: each odd
+input as a regression test, with the exit code and one message that names the file, the field,
+the value and what is accepted."""
 
 from __future__ import annotations
 
@@ -399,7 +399,7 @@ HOSTILE = "x\x1b[2K\rplan OK\u202e\n"
 def test_names_are_escaped_on_the_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A name cannot move the cursor, recolour or rewrite the verdict (issue 22, item 13)."""
+    """A name cannot move the cursor, recolour or rewrite the verdict."""
     doc = deployment(HOSTILE, container({"TF_GPU_MEM_LIMIT": "lots"}))
     path = write(tmp_path, "d.yaml", doc)
     code, out, _ = run_plan(capsys, path, "--gpu-memory", "16GiB")

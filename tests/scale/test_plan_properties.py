@@ -1,4 +1,4 @@
-"""Property tests (Hypothesis) over `build.py plan`'s Compose and Kubernetes readers (issue 18):
+"""Property tests (Hypothesis) over `build.py plan`'s Compose and Kubernetes readers:
 for any structured document with hostile values (wrong types, huge and negative numbers,
 newlines, control and bidi characters, YAML/Jinja syntax, shell metacharacters), `plan` ends
 without a traceback, quickly, and either refuses cleanly (exit 2, one line) or answers as a small

@@ -300,7 +300,7 @@ def _shared_index(workload: Workload) -> tuple[str, str] | None:
     """(what, fix) when the replicas of one multi-worker workload would all be the same worker:
     the index the runtime reads (TF_GPU_WORKER_INDEX, else JOB_COMPLETION_INDEX) is one literal
     of the file, not Kubernetes' per-pod value; or one TF_CONFIG names one task for all. Run,
-    worker 0 exits with a coordination-service error and the others hang (issue 30)."""
+    worker 0 exits with a coordination-service error and the others hang."""
     env = workload.env
     if workload.replicas <= 1:
         return None

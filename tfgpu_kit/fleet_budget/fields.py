@@ -3,7 +3,7 @@ and a refusal that names the file, the field, the value, what is accepted and an
 
 A value is only ever shown through `describe`: a scalar escaped and shortened (yamlfile.shown), a
 mapping or list by its kind alone, so no message (and no processing) turns a non-scalar into text
-(issue 22: `str()` of an alias bomb reached MemoryError)."""
+(`str()` of an alias bomb would reach MemoryError)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from tfgpu_kit.yamlfile import shown
 
 def _safe(text: str) -> str:
     """Names from the input (services, pods, files) escaped for the terminal: a control or bidi
-    character in a name cannot move the cursor, recolour or rewrite the verdict (issue 22)."""
+    character in a name cannot move the cursor, recolour or rewrite the verdict."""
     return shown(text, limit=10_000)
 
 

@@ -10,7 +10,7 @@ an emptyDir), or /dev/shm/tfgpu-home-UID-RANDOM where that is not writable, crea
 only; a variable the user set (JUPYTER_RUNTIME_DIR, IPYTHONDIR, XDG_*…) still wins, since each
 tool reads its own first.
 
-The name is unpredictable and new for each start (issue 22): /tmp and /dev/shm are shared by every
+The name is unpredictable and new for each start: /tmp and /dev/shm are shared by every
 uid (with `--ipc=host`, /dev/shm is the host's), and a fixed name could be created first by another
 uid, leaving this one without a HOME. mkdir fails on any existing name (link or folder), so the
 folder is never someone else's; random bytes come from os.urandom, not tempfile (whose import

@@ -12,7 +12,7 @@ server is the same standard-library WSGI server prometheus-client uses
 - each connection lives at most REQUEST_TIMEOUT_S from its accept to its close, whatever it
   sends: the serving loop shuts down any connection past its deadline (every 0.5 s). The
   handler's socket timeout alone bounds each read, so a client sending a byte every few
-  seconds kept its slot for ever (issue 30);
+  seconds would keep its slot for ever;
 - at most MAX_CONNECTIONS are served at once. When all are taken, a new connection replaces
   the oldest one that has not yet sent its whole request (a slow or idle client), so eight
   slow clients cannot keep a liveness probe out: the probe sends its request at once and is

@@ -1,6 +1,7 @@
-"""Issue 30, part A, on the build commands: an override applied only to the images it selects,
-image references refused by Docker's grammar before the engine is asked, and fakegpu.build
-taking the str a caller naturally passes."""
+"""The build commands' inputs: an override applied only to the images it selects, image
+references refused by Docker's grammar before the engine is asked, an offline build stopped
+before any context is assembled, `matrix` naming the slim images, and fakegpu.build taking the
+str a caller naturally passes."""
 
 from __future__ import annotations
 
