@@ -1,7 +1,8 @@
 """docs/CONTRACTS.md cannot drift from the code: every dotted name of the kit's packages it gives
-in backticks (`tfgpu.x.y`, `tfgpu_kit.x.y`) is imported, and where it gives a signature
-(`name(params) -> result`) that signature is the one `inspect.signature` reports, spelled as the
-code spells it (annotations are strings under `from __future__ import annotations`)."""
+in backticks (`tfgpu.<module>.<name>`, `tfgpu_kit.<module>.<name>`) is imported, and where it
+gives a signature (`name(params) -> result`) that signature is the one `inspect.signature`
+reports, spelled as the code spells it (annotations are strings under `from __future__ import
+annotations`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The docs name only what exists: every repository path and every `tfgpu` / `tfgpu_kit` module
-that README.md and docs/*.md mention, and every relative link they make.
+that README.md and docs/*.md mention, and every relative link they make; and the same paths and
+modules in the module docstrings of the Python files (tfgpu_kit/, entrypoint/src/tfgpu/, tests/,
+benchmarks/), which are docs too.
 
 Modules get renamed (compat_rules.py was matrix.py, device_plan.py was plan.py...); a doc that
 still names the old file sends readers nowhere, so this fails on the first stale name.
@@ -7,6 +9,7 @@ still names the old file sends readers nowhere, so this fails on the first stale
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +18,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SOURCES = sorted(
+    path
+    for folder in ("tfgpu_kit", "entrypoint/src/tfgpu", "tests", "benchmarks")
+    for path in (ROOT / folder).rglob("*.py")
+)
 
 TOP = "tfgpu_kit|entrypoint|tests|templates|images|dockerfiles|monitoring|examples|benchmarks"
 TOP += r"|tools|docs|requirements|\.ci"
@@ -68,19 +76,44 @@ def ignored(refs: list[str]) -> set[str]:
     return set(r.stdout.split())
 
 
+def missing_paths(text: str) -> list[str]:
+    """The repository paths `text` names that do not exist, outputs git ignores apart."""
+    absent = sorted(ref for ref in path_references(text) if not (ROOT / ref).exists())
+    left_out = ignored(absent)
+    return [ref for ref in absent if ref not in left_out]
+
+
+def missing_modules(text: str) -> list[str]:
+    names = {m.group(1) for m in MODULE.finditer(text)}
+    return sorted(n for n in names if not module_exists(n))
+
+
+def docstring(source: str) -> str:
+    """The module docstring of Python source, "" when it has none."""
+    return ast.get_docstring(ast.parse(source)) or ""
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=doc_id)
 def test_every_repository_path_in_the_docs_exists(doc: Path) -> None:
     """...or is an output the docs tell a command to write, which git ignores."""
-    absent = sorted(ref for ref in path_references(doc.read_text()) if not (ROOT / ref).exists())
-    missing = [ref for ref in absent if ref not in ignored(absent)]
+    missing = missing_paths(doc.read_text())
     assert missing == [], f"{doc_id(doc)} names paths that do not exist: {missing}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=doc_id)
 def test_every_module_in_the_docs_exists(doc: Path) -> None:
-    names = {m.group(1) for m in MODULE.finditer(doc.read_text())}
-    missing = sorted(n for n in names if not module_exists(n))
+    missing = missing_modules(doc.read_text())
     assert missing == [], f"{doc_id(doc)} names modules that do not exist: {missing}"
+
+
+def test_every_path_and_module_in_a_module_docstring_exists() -> None:
+    """One test for all the files (there are hundreds), naming each file with its stale names."""
+    stale: dict[str, list[str]] = {}
+    for path in SOURCES:
+        text = docstring(path.read_text(encoding="utf-8"))
+        if missing := missing_paths(text) + missing_modules(text):
+            stale[doc_id(path)] = missing
+    assert stale == {}, f"module docstrings name what does not exist: {stale}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=doc_id)
@@ -111,3 +144,14 @@ def test_the_checks_see_stale_names() -> None:
     }
     # every doc has at least one reference the tests check
     assert all(path_references(d.read_text()) or LINK.search(d.read_text()) for d in DOCS)
+    # the docstring reader: the module's docstring only, and what the checks find in it
+    source = '"""See tfgpu_kit/matrix.py, then tfgpu.init."""\nX = "tfgpu_kit/plan.py"\n'
+    assert docstring(source) == "See tfgpu_kit/matrix.py, then tfgpu.init."
+    assert missing_paths(docstring(source)) == ["tfgpu_kit/matrix.py"]
+    assert missing_modules(docstring(source)) == ["tfgpu.init"]
+    assert docstring('import os\n"""not the module\'s docstring"""\n') == ""
+    # the files it reads: each folder's, and many docstrings name a path the checks see
+    folders = {p.relative_to(ROOT).parts[0] for p in SOURCES}
+    assert folders == {"tfgpu_kit", "entrypoint", "tests", "benchmarks"}
+    named = [p for p in SOURCES if path_references(docstring(p.read_text(encoding="utf-8")))]
+    assert len(named) > 50

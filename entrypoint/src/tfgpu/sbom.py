@@ -11,7 +11,7 @@ Written by hand with `json`, not with cyclonedx-python-lib: this runs inside eve
 offline, under the base's own Python (3.8 to 3.11, arm64 too), where that library and its five
 dependencies would have to be locked and shipped per Python for a document of a few fields per
 component. The kit validates the result with cyclonedx-python-lib against the specification's
-schema (`./kit sbom`, tests/build/test_sbom.py).
+schema (`./kit sbom`, tests/runtime/test_sbom.py).
 """
 
 from __future__ import annotations
