@@ -20,6 +20,7 @@ free space."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,7 @@ KIT_REPO = "tfgpu/tensorflow"
 KIT_GPU = f"{KIT_REPO}:{VERSION}-gpu"
 KIT_JUPYTER = f"{KIT_REPO}:{VERSION}-gpu-jupyter"
 KIT_OLDER = f"{KIT_REPO}:{OLDER}-gpu"
-KIT_SLIM = f"{KIT_REPO}:{VERSION}-gpu-slim"  # the slim variant (issue 20): no CUDA in its base
+KIT_SLIM = f"{KIT_REPO}:{VERSION}-gpu-slim"  # the slim variant: no CUDA in its base
 # The CUDA 11.8 bases' releases: one image per CUDA repair recipe of theirs
 CUDA11_VERSIONS = CUDA11.tf_versions  # ("2.14.0", "2.15.0")
 # The 2.21 image built with --cuda-source base (no repair: TensorFlow cannot use the GPU) gets
@@ -74,9 +75,16 @@ def compose_command() -> list[str] | None:
     return None
 
 
-def build_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def build_py(
+    *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`python build.py ARGS…` from the checkout, as a user runs it; a `build` holds
-    engine_lock.building() (no prune by the other worker meanwhile)."""
+    engine_lock.building() (no prune by the other worker meanwhile) and uses the legacy builder
+    unless it names one: the keeping and pruning below count the legacy builder's dangling images,
+    and the same builder on every host keeps the cache hits the tests rely on
+    (tests/containers/test_buildkit.py builds through BuildKit)."""
+    if args[:1] == ("build",) and "--builder" not in args:
+        args = (*args, "--builder", "legacy")
     lock = engine_lock.building() if args[:1] == ("build",) else contextlib.nullcontext()
     with lock:
         return subprocess.run(
@@ -86,7 +94,25 @@ def build_py(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[st
             text=True,
             timeout=timeout,
             check=False,
+            env={**os.environ, **env} if env else None,
         )
+
+
+def buildkit_cli_on_path() -> str | None:
+    """The first `docker` on PATH whose CLI builds through BuildKit (build.py's own choice looks
+    only at the first `docker`: a host may have another CLI that has it)."""
+    from tfgpu_kit import buildkit
+
+    seen: set[str] = set()
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        cli = Path(folder or ".") / "docker"
+        real = os.path.realpath(cli)
+        if real in seen or not (cli.is_file() and os.access(cli, os.X_OK)):
+            continue
+        seen.add(real)
+        if buildkit.find_buildkit(str(cli)).kind == "buildkit":
+            return str(cli)
+    return None
 
 
 def _progress(message: str) -> None:

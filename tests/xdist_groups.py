@@ -4,11 +4,11 @@ The container tests of the 2.21 family share session fixtures (the stand-ins, th
 compose stack): built twice at once they would collide, so they run as one group, `engine`, on one
 worker. The CUDA 11.8 images' module (`cuda11`) and the arm64 module (`arm64`) build images of
 their own: a group each, which the other worker runs beside it, with the tests that need no
-engine (each module a unit, as xdist's loadscope). Last comes `late`: container tests that need
-only the kit's images as built (multi-worker training, the recovery probes: some 7 minutes),
-for whichever worker is free first; that worker takes the images the other built in this run
-(tests/engine_lock.py, `once`). Groups are handed out in GROUP_ORDER, the rest in collection
-order before `late`.
+engine (each module a unit, as xdist's loadscope). Last comes `late`: container tests that start
+from the kit's images as built (multi-worker training, the recovery probes, the BuildKit
+comparison: some 9 minutes), for whichever worker is free first; that worker takes the images
+the other built in this run (tests/engine_lock.py, `once`). Groups are handed out in
+GROUP_ORDER, the rest in collection order before `late`.
 
 Why not xdist's own `--dist loadgroup` and `xdist_group` marks: with pytest 9.2 the group no longer
 reaches the scheduler (xdist 3.8 writes the group into `item._nodeid`, which pytest 9.2 no longer
@@ -35,6 +35,7 @@ GROUPS = {
     "tests/multiworker/test_multiworker.py": LATE,
     "tests/multiworker/test_parameter_servers.py": LATE,
     "tests/gpu/test_recovery_probes.py": LATE,
+    "tests/containers/test_buildkit.py": LATE,
 }
 GROUP_ORDER = (ENGINE, "cuda11", "arm64")  # then the ungrouped modules, then LATE
 KEY = "tfgpu_groups_file"  # in each worker's workerinput

@@ -1,7 +1,7 @@
 """`build.py build`: its flags checked, the images selected, refused for a driver when asked,
-then listed (--dry-run) or built with the Docker SDK, each for its own platform: the per-image
-contexts, the build arguments and labels, tags, pushes, and the final table with each image's size
-budget.
+then listed (--dry-run) or built (BuildKit where the Docker CLI has it, else the engine's legacy
+builder), each for its own platform: the per-image contexts, the build arguments and labels, tags,
+pushes, and the final table with each image's size budget.
 
 Every image goes one way: whether the engine can run its platform's build steps is checked per
 image first (docker_engine.platform_capability: images/l4t.yaml's are linux/arm64), and a call
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, context, render, selectors
+from tfgpu_kit import buildkit, catalog, context, render, selectors
 from tfgpu_kit import compat_rules as rules
 from tfgpu_kit import spec as specs
 from tfgpu_kit.build_args import buildargs
@@ -52,6 +52,7 @@ class BuildRequest:
     contexts: Path | None = None  # keep each image's context there (default: a temporary one)
     cuda_source: str | None = None
     json: bool = False
+    builder: str = "auto"  # buildkit.CHOICES
 
 
 def build(request: BuildRequest) -> int:
@@ -339,6 +340,7 @@ def _build_one(
     ctx: context.Context,
     request: BuildRequest,
     digests: base_lock.BaseDigests,
+    builder: buildkit.Builder,
 ) -> Built:
     from tfgpu_kit import docker_engine  # imports the Docker SDK: 45-90 ms of every command
 
@@ -364,16 +366,32 @@ def _build_one(
     if (pin := digests.pin()) is not None:
         bargs["BASE_PIN"] = pin
     first = image.tags(registry=request.registry)[0]
-    image_id = docker_engine.build(
-        client,
-        ctx.path,
-        label=image.name,
-        tag=first,
-        buildargs=bargs,
-        no_cache=request.no_cache,
-        platform=image.platform,
-        sent=_dropper(ctx, request),
-    )
+    if builder.kind == "buildkit":
+        image_id = buildkit.build(
+            builder,
+            ctx.path,
+            label=image.name,
+            tag=first,
+            buildargs=bargs,
+            no_cache=request.no_cache,
+            platform=image.platform,
+            hint=docker_engine.BASE_HINT,
+        )
+        # BuildKit reads the context while the steps run: it may go only once the build ends
+        if (drop := _dropper(ctx, request)) is not None:
+            drop()
+        docker_engine.built_here(client, image_id, builder.cli or "docker")
+    else:
+        image_id = docker_engine.build(
+            client,
+            ctx.path,
+            label=image.name,
+            tag=first,
+            buildargs=bargs,
+            no_cache=request.no_cache,
+            platform=image.platform,
+            sent=_dropper(ctx, request),
+        )
     python = docker_engine.python_version(client, image_id)
     if python != image.base_python:
         log.warning(
@@ -428,10 +446,15 @@ def build_images(spec: specs.Spec, images: list[Image], request: BuildRequest) -
         docker_engine.refuse_unpullable(
             client, image.name, f"{_registry(image, request)}/{image.base_ref}"
         )
+    builder = buildkit.choose(request.builder)
+    # said once per command: a fallback to the legacy builder is a warning
+    (log.warning if builder.kind == "legacy" and request.builder == "auto" else log.info)(
+        "builder: %s", builder.why
+    )
     results = []
     with tempfile.TemporaryDirectory(prefix="tfgpu-build-") as tmp:
         for image, ctx in _contexts(spec, images, request.contexts or Path(tmp)):
-            results.append(_build_one(client, image, ctx, request, digests))
+            results.append(_build_one(client, image, ctx, request, digests, builder))
 
     status = report(results, as_json=request.json)
     if request.verify:

@@ -1,5 +1,6 @@
-"""Building, tagging and pushing images with the Docker SDK, streaming the build's steps to stderr,
-and whether the engine can run an image's platform's build steps (natively, or under QEMU).
+"""Building with the engine's legacy builder (buildkit.py builds through BuildKit), tagging and
+pushing images with the Docker SDK, streaming the build's steps to stderr, and whether the engine
+can run an image's platform's build steps (natively, or under QEMU).
 
 A failed step stops with that step's output (DockerError), never a traceback; an unreachable engine
 is a DockerError saying so."""
@@ -29,7 +30,7 @@ BINFMT_HANDLERS = {
     "linux/amd64": ("qemu-x86_64", "qemu-x86_64-static"),
     "linux/arm64": ("qemu-aarch64", "qemu-aarch64-static"),
 }
-_BASE_HINT = (
+BASE_HINT = (
     "the base image is neither local nor pullable: pass a mirror with "
     "--base-registry MIRROR, or `docker pull`/`docker load` the base first"
 )
@@ -77,7 +78,7 @@ def refuse_unpullable(c: Any, label: str, ref: str) -> None:
         reason = getattr(exc, "explanation", None) or exc
         raise DockerError(
             f"{label}: its base {ref} is not in the engine and cannot be pulled ({reason})",
-            hint=_BASE_HINT,
+            hint=BASE_HINT,
         ) from None
 
 
@@ -124,7 +125,7 @@ def _follow(chunks: Iterable[dict[str, Any]], label: str) -> str:
             raise DockerError(
                 f"building {label} failed at {header or 'the start'}\n{output}\n  error: {message}",
                 # a FROM step fails when the base could not be had (no registry, a typo, no login)
-                hint=_BASE_HINT if " : FROM " in header else None,
+                hint=BASE_HINT if " : FROM " in header else None,
             )
         elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
             image_id = str(chunk["aux"]["ID"])
@@ -170,6 +171,21 @@ def build(
         raise DockerError(f"building {where}: {exc.explanation or exc}") from None
     except docker.errors.DockerException as exc:
         raise DockerError(f"building {where}: {exc}") from None
+
+
+def built_here(c: Any, image_id: str, cli: str) -> None:
+    """DockerError unless the image the CLI built is in this client's engine: the CLI follows its
+    context (`docker context use`), the SDK DOCKER_HOST, and the two may name different engines."""
+    try:
+        c.images.get(image_id)
+    except docker.errors.ImageNotFound:
+        raise DockerError(
+            f"{cli} built {image_id} into another engine than the one DOCKER_HOST names",
+            hint="point both at one engine (`docker context use default`, or DOCKER_HOST), or"
+            " build with --builder legacy",
+        ) from None
+    except docker.errors.APIError as exc:
+        raise DockerError(f"cannot inspect the built image {image_id}: {exc}") from None
 
 
 def tag(c: Any, image_id: str, ref: str) -> None:

@@ -36,8 +36,10 @@ def test_build_command_end_to_end_on_the_standin(
     client = docker_client
     assert client.images.get(STANDIN)  # made by the session's stand-in fixture, never pulled
     root = Path(__file__).resolve().parents[2]
+    # the legacy builder: its steps are the "Step N/M" lines asserted below
     command = [sys.executable, "build.py", "build", "2.17.0-gpu",
-               "--base-registry", "tfgpu-standin.local", "--registry", E2E_REGISTRY]  # fmt: skip
+               "--base-registry", "tfgpu-standin.local", "--registry", E2E_REGISTRY,
+               "--builder", "legacy"]  # fmt: skip
     env = {**os.environ, "NO_COLOR": "1"}
     try:
         with engine_lock.building():  # no prune by the other worker meanwhile

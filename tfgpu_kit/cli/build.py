@@ -1,15 +1,16 @@
-"""`build.py build [SELECTORS…]`: build, tag (and push, verify) the images with the Docker SDK."""
+"""`build.py build [SELECTORS…]`: build, tag (and push, verify) the images, through BuildKit where
+the Docker CLI has it."""
 
 from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import build
+from tfgpu_kit import build, buildkit
 from tfgpu_kit.cli.command import Command, request
 from tfgpu_kit.flag_values import path_flag
 from tfgpu_kit.spec import CudaSource
 
-HELP = "build tagged images (Docker SDK); --dry-run shows what would be built"
+HELP = "build tagged images (BuildKit where the CLI has it); --dry-run shows what would be built"
 DESCRIPTION = """Build the selected images (default: the newest version, every variant; `all` for
 every image). SELECTORS: 2.21.0-gpu, 2.21-gpu-jupyter, 2.21.0 (every variant), 2.21, gpu
 (a variant), latest-gpu, all, or a regex re:^2\\.2 on the image name; `l4t` (or an L4T image's
@@ -18,7 +19,10 @@ own platform where the engine can run it (natively or under QEMU), else the call
 the reason and exit 1 before anything is built.
 Tags: REPO:2.21.0-gpu, REPO:2.21-gpu, REPO:latest-gpu (newest only), REPO:2.21.0-gpu-py311-cu125.
 The base is used as it is when it exists locally (never pulled then); --base-registry replaces the
-registry part of FROM (a mirror, or the test stand-ins)."""
+registry part of FROM (a mirror, or the test stand-ins).
+Builder: BuildKit through the Docker CLI (`docker build`, built in before Docker 23, the buildx
+plugin since) where it has it, else the engine's legacy builder through the Docker SDK, with a
+warning; --builder buildkit|legacy asks for one (buildkit is refused where there is none)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the images' CUDA libraries come from: auto (the base's when enough for its"
         " TensorFlow, else the [and-cuda] wheels), base, or wheels; default: images.yaml's"
         " cuda_source",
+    )
+    parser.add_argument(
+        "--builder",
+        choices=buildkit.CHOICES,
+        default="auto",
+        help="auto (default): BuildKit where the Docker CLI has it, else the legacy builder;"
+        " buildkit: refuse to build without it; legacy: the engine's legacy builder (Docker SDK)",
     )
     parser.add_argument("--json", action="store_true", help="the final table (or dry run) as JSON")
 
