@@ -509,7 +509,7 @@ static void ledger_path(char *out, size_t len, const char *token, const char *su
     snprintf(out, len, "%s/%s%s", g_cfg.ledger_dir, token, suffix);
 }
 
-/* The ledger's files, shared by processes of several uids (issue 22):
+/* The ledger's files, shared by processes of several uids:
  *   ledger.lock, TOKEN.lock  0444: flock needs only a read-only descriptor, so nobody needs to
  *                            write them, and nobody can;
  *   TOKEN.live               0644: written by its process alone (through a new temporary file
