@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tfgpu_kit import catalog, compat_rules, render, spec  # noqa: E402
+from tfgpu_kit import catalog, compat, render, spec  # noqa: E402
 from tfgpu_kit.versions import parse_arch, parse_driver  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def check_all() -> None:
     s = spec.load()
     driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
     for tf in s.matrix.tensorflow:
-        compat_rules.assess(s, tf, driver, arch)
+        compat.assess(s, tf, driver, arch)
 
 
 def command(*args: str) -> Callable[[], object]:

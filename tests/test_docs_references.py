@@ -3,8 +3,8 @@ that README.md and docs/*.md mention, and every relative link they make; and the
 modules in the module docstrings of the Python files (tfgpu_kit/, entrypoint/src/tfgpu/, tests/,
 benchmarks/), which are docs too.
 
-Modules get renamed (compat_rules.py was matrix.py, device_plan.py was plan.py...); a doc that
-still names the old file sends readers nowhere, so this fails on the first stale name.
+A doc that names a renamed or moved file sends readers nowhere, so this fails on the first
+stale name.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ TOP += r"|tools|docs|requirements|\.ci"
 # A path from the repository root: a top-level folder, then names. Not inside a URL or another
 # path (no name, `/` or `.` just before it).
 PATH = re.compile(rf"(?<![\w/.:-])((?:{TOP})/[\w./-]*)")
-# A dotted module path: tfgpu.settings, tfgpu_kit.fleet_budget.caps.
+# A dotted module path: tfgpu.settings, tfgpu_kit.plan.caps.
 MODULE = re.compile(r"(?<![\w./-])((?:tfgpu|tfgpu_kit)(?:\.[A-Za-z_]\w*)+)(?![\w/])")
 # A relative markdown link: [text](target) with no scheme.
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import buildkit, catalog, context, render, selectors
-from tfgpu_kit import compat_rules as rules
+from tfgpu_kit import buildkit, catalog, compat, context, render, selectors
 from tfgpu_kit import spec as specs
 from tfgpu_kit.build_args import buildargs
 from tfgpu_kit.catalog import Image, base_registry
@@ -109,7 +108,7 @@ def refuse_for_driver(
     level = logging.WARNING if force else logging.ERROR
     refused = []
     for image in images:
-        assessment = rules.assess(spec, image.tensorflow, driver)
+        assessment = compat.assess(spec, image.tensorflow, driver)
         if not assessment.verdict.runs:
             why = f"{assessment.verdict.value} ({'; '.join(assessment.reasons)})"
             log.log(level, "%s: driver %s: %s", image.name, driver, why)

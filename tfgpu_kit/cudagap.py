@@ -1,5 +1,5 @@
 """What an official base image lacks for its TensorFlow, where the image's CUDA comes from, and what
-that CUDA asks of the host driver (the image's Requirements, which tfgpu_kit/compat_rules.py judges
+that CUDA asks of the host driver (the image's Requirements, which tfgpu_kit/compat.py judges
 a driver against).
 
 The official `tensorflow/tensorflow:X-gpu` images ship system CUDA and cuDNN from apt and a plain

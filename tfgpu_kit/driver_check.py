@@ -1,6 +1,6 @@
 """What `build.py check` answers: which TensorFlow versions were asked (an entry, a minor, a patch
 release), the driver (given, or the local one through NVML), and each version's verdict from
-compat_rules, as a table or JSON."""
+compat, as a table or JSON."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import logging
 
 from tfgpu import gpu_support
 
-from tfgpu_kit import compat_rules as rules
-from tfgpu_kit import local_driver
+from tfgpu_kit import compat, local_driver
 from tfgpu_kit import spec as specs
 from tfgpu_kit.errors import EXIT_FAILED, UsageError
 from tfgpu_kit.output import print_json, table
@@ -76,7 +75,7 @@ def _local(arch: Arch | None) -> tuple[Version, Arch | None]:
     return parse_driver(str(local.driver_version), flag="NVML driver version"), arch
 
 
-def _alternatives(r: rules.Assessment) -> str:
+def _alternatives(r: compat.Assessment) -> str:
     """What to use instead of a version that does not run: the nearest that do not fail on the
     arch, the newest that runs (on an arch: not known to fail there) and, with an arch, a newer
     one that the driver runs but whose coverage of the arch is unknown."""
@@ -97,7 +96,7 @@ def _alternatives(r: rules.Assessment) -> str:
 
 def _print_json(
     spec: specs.Spec,
-    results: list[rules.Assessment],
+    results: list[compat.Assessment],
     driver: Version,
     arch: Arch | None,
     requested: dict[str, str],
@@ -144,11 +143,11 @@ _KERNELS = {
 _XLA = {**_KERNELS, gpu_support.NATIVE: "native", gpu_support.PTX_JIT: "not reported"}
 
 
-def _verdict_words(r: rules.Assessment) -> str:
+def _verdict_words(r: compat.Assessment) -> str:
     if not r.verdict.runs:
         return r.verdict.value
     words = "runs through PTX JIT: slow first start" if r.jit else "runs"
-    if r.verdict is rules.Verdict.MINOR_COMPAT:
+    if r.verdict is compat.Verdict.MINOR_COMPAT:
         words += " (minor-version compatibility)"
     if r.part(gpu_support.XLA) == gpu_support.KNOWN_FAILURE:
         words += "; XLA known to fail"
@@ -157,7 +156,7 @@ def _verdict_words(r: rules.Assessment) -> str:
 
 def _print_table(
     spec: specs.Spec,
-    results: list[rules.Assessment],
+    results: list[compat.Assessment],
     driver: Version,
     arch: Arch | None,
     requested: dict[str, str],
@@ -170,7 +169,7 @@ def _print_table(
         columns += [f"kernels on {arch}", f"XLA on {arch}"]
     footnotes: dict[tuple[str, str], dict[str, str]] = {}  # (part, what) -> {TensorFlow: why}
 
-    def cell(r: rules.Assessment, part: str, words: dict[str, str]) -> str:
+    def cell(r: compat.Assessment, part: str, words: dict[str, str]) -> str:
         status = r.part(part)
         failure = r.support.failure(part) if r.support is not None else None
         if failure is None:
@@ -215,7 +214,7 @@ def _print_table(
             " empties it (docs/gpus.md)."
         )
     for r in results:
-        if r.verdict is rules.Verdict.NO and r.newest_runnable is None:
+        if r.verdict is compat.Verdict.NO and r.newest_runnable is None:
             log.warning(
                 "TensorFlow %s: no TensorFlow in the matrix is known to run on driver %s%s",
                 r.tensorflow,
@@ -245,7 +244,7 @@ def report(
         driver = parse_driver(driver_text)
     else:
         driver, arch = _local(arch)
-    results = [rules.assess(spec, tf, driver, arch) for tf in versions]
+    results = [compat.assess(spec, tf, driver, arch) for tf in versions]
     if as_json:
         _print_json(spec, results, driver, arch, requested, notes)
     else:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tfgpu import gpu_support
 
-from tfgpu_kit import cudagap as rules
+from tfgpu_kit import cudagap
 from tfgpu_kit import spec as specs
 from tfgpu_kit.locks import wheel_locks
 from tfgpu_kit.output import print_json, table
@@ -26,7 +26,7 @@ def rows(spec: specs.Spec) -> list[dict[str, object]]:
     lock = wheel_locks.load()
     result: list[dict[str, object]] = []
     for tf, build in spec.matrix.tensorflow.items():
-        req = rules.requirements(spec, tf)
+        req = cudagap.requirements(spec, tf)
         gap = None
         if req.gap is not None:
             gap = req.gap.as_json()

@@ -242,7 +242,7 @@ RUN_MAX_LINES = 15  # run() parses nothing itself and makes one call into the pa
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
 def test_every_command_is_thin(command: Command) -> None:
     """A command module holds its arguments and a short run(); what the command does lives in
-    the package (driver_check, matrix_table, fleet_budget.planner, …), where tests reach it."""
+    the package (driver_check, matrix_table, plan.planner, …), where tests reach it."""
     module = sys.modules[command.run.__module__]
     run_lines = inspect.getsource(command.run).splitlines()
     assert len(run_lines) <= RUN_MAX_LINES, f"{module.__name__}.run: {len(run_lines)} lines"

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tfgpu import gpu_support
 
-from tfgpu_kit import catalog, cli, compat_rules, matrix_table, render, spec
+from tfgpu_kit import catalog, cli, compat, matrix_table, render, spec
 from tfgpu_kit.errors import SpecError
 from tfgpu_kit.versions import Arch, parse_driver
 
@@ -120,7 +120,7 @@ def test_no_pair_with_a_known_failure_is_ever_called_runs(driver: str) -> None:
     """The whole version x architecture grid (gpus.yaml's GPUs), at drivers of every branch."""
     for tf in SPEC.matrix.tensorflow:
         for cc in ARCHES:
-            result = compat_rules.assess(SPEC, tf, parse_driver(driver), Arch(*cc))
+            result = compat.assess(SPEC, tf, parse_driver(driver), Arch(*cc))
             failing = [f for f in SPEC.gpus.failures(tf) if f.arch == cc and f.part == "kernels"]
             if failing or result.part("kernels") == gpu_support.NO_KERNELS:
                 assert not result.verdict.runs, (tf, cc, driver)
@@ -137,9 +137,7 @@ def test_no_pair_with_a_known_failure_is_ever_called_runs(driver: str) -> None:
 def test_property_known_failures_never_run(
     tf: str, major: int, minor: int, driver: tuple[int, int, int]
 ) -> None:
-    result = compat_rules.assess(
-        SPEC, tf, parse_driver(".".join(map(str, driver))), Arch(major, minor)
-    )
+    result = compat.assess(SPEC, tf, parse_driver(".".join(map(str, driver))), Arch(major, minor))
     if any(f.arch == (major, minor) and f.part == "kernels" for f in SPEC.gpus.failures(tf)):
         assert not result.verdict.runs
     if result.verdict.runs and result.support is not None:

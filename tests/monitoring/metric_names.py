@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from tests.kit_images import ROOT
-from tfgpu_kit.fleet_budget import prometheus as plan_prometheus
+from tfgpu_kit.plan import prometheus as plan_prometheus
 
 METRICS_MODULE = ROOT / "entrypoint" / "src" / "tfgpu" / "metrics.py"
 # The DCGM exporter's default counters used by the kit's rules and dashboard, in MiB and %

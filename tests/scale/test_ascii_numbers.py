@@ -11,7 +11,7 @@ import pytest
 from tests.scale.helpers import plan_json, write
 from tests.scale.test_plan_compose import gpu, service
 from tfgpu_kit import cli
-from tfgpu_kit.fleet_budget import devices
+from tfgpu_kit.plan import devices
 
 NOT_ASCII = ["²", "٣", "３"]  # superscript two, Arabic-Indic three, fullwidth three
 

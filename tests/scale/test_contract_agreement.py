@@ -160,7 +160,7 @@ def test_plan_refuses_what_the_door_refuses_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], env: dict[str, str], variable: str
 ) -> None:
     """Before: passed (the port pair, ' 1', the typos) or a traceback (the 4,300-digit values:
-    fleet_budget/budget.py catches ConfigError only, and int() raised a plain ValueError)."""
+    plan/budget.py catches ConfigError only, and int() raised a plain ValueError)."""
     code, found = plan_compose(tmp_path, capsys, {"s": service({**BASE, **env}, gpu("0"))})
     assert code == 1 and any(f"{variable}=" in e for e in found), found
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfgpu_kit.fleet_budget.envvars import kube_expand
+from tfgpu_kit.plan.envvars import kube_expand
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 

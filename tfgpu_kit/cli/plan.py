@@ -7,8 +7,8 @@ import argparse
 from typing import Any
 
 from tfgpu_kit.cli.command import Command, request
-from tfgpu_kit.fleet_budget import planner
-from tfgpu_kit.fleet_budget.planner import DEFAULT_OVERHEAD
+from tfgpu_kit.plan import planner
+from tfgpu_kit.plan.planner import DEFAULT_OVERHEAD
 
 NAME = "plan"
 HELP = "check that the GPU memory caps of compose services or Kubernetes pods fit their GPUs"

@@ -30,8 +30,8 @@ from typing import Any
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.fleet_budget import devices, envvars
-from tfgpu_kit.fleet_budget.fields import (
+from tfgpu_kit.plan import devices, envvars
+from tfgpu_kit.plan.fields import (
     count_of,
     is_scalar,
     is_whole,
@@ -42,7 +42,7 @@ from tfgpu_kit.fleet_budget.fields import (
     text,
     texts,
 )
-from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
 from tfgpu_kit.yamlfile import shown
 
 PROCESSES_LABEL = "io.tfgpu.processes"

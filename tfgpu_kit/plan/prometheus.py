@@ -19,8 +19,8 @@ import yaml
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.fleet_budget.budget import GpuBudget
 from tfgpu_kit.output import BYTES_PER_MIB
+from tfgpu_kit.plan.budget import GpuBudget
 from tfgpu_kit.yamlfile import shown
 
 COMMITTED = "tfgpu_plan_committed_bytes"

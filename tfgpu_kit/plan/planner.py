@@ -12,8 +12,8 @@ from tfgpu.settings import is_ascii_number
 from tfgpu_kit import local_driver, log
 from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
 from tfgpu_kit.flag_values import size_mib, whole_number
-from tfgpu_kit.fleet_budget import budget, devices, prometheus, report, sources, unified
-from tfgpu_kit.fleet_budget.fields import MAX_COUNT
+from tfgpu_kit.plan import budget, devices, prometheus, report, sources, unified
+from tfgpu_kit.plan.fields import MAX_COUNT
 from tfgpu_kit.yamlfile import shown
 
 DEFAULT_OVERHEAD = "500MiB"

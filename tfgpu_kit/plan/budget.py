@@ -16,10 +16,10 @@ from tfgpu.errors import ConfigError
 from tfgpu.names import JOB_INDEX, UnknownName
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.fleet_budget import caps as caps_mod
-from tfgpu_kit.fleet_budget.envvars import CAP_VARIABLES
-from tfgpu_kit.fleet_budget.model import Placement, Problem, Workload
 from tfgpu_kit.output import mib
+from tfgpu_kit.plan import caps as caps_mod
+from tfgpu_kit.plan.envvars import CAP_VARIABLES
+from tfgpu_kit.plan.model import Placement, Problem, Workload
 
 SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
 # Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields
@@ -35,7 +35,7 @@ class GpuMemory:
     known: Mapping[str, float] = field(default_factory=dict)
     # unified memory (a Jetson: the GPU allocates from the CPU's RAM): what the OS and the
     # non-TensorFlow processes keep; percentages still resolve against the whole (as the runtime
-    # does, from MemTotal), but only the rest is there for the caps (fleet_budget/unified.py)
+    # does, from MemTotal), but only the rest is there for the caps (plan/unified.py)
     reserve_mib: float = 0.0
 
     def of(self, gpu: str) -> float:

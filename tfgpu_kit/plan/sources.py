@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu_kit.errors import EXIT_IO, KitError, UsageError
-from tfgpu_kit.fleet_budget import compose_reader, kube_reader, trainer_objects
-from tfgpu_kit.fleet_budget.model import Problem, Workload
+from tfgpu_kit.plan import compose_reader, kube_reader, trainer_objects
+from tfgpu_kit.plan.model import Problem, Workload
 from tfgpu_kit.yamlfile import load_documents, shown
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tfgpu_kit.flag_values import duration_text
-from tfgpu_kit.fleet_budget.fields import is_whole
-from tfgpu_kit.fleet_budget.model import Problem
+from tfgpu_kit.plan.fields import is_whole
+from tfgpu_kit.plan.model import Problem
 from tfgpu_kit.yamlfile import shown
 
 GROUP = "trainer.kubeflow.org/"

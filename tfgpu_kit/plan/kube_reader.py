@@ -30,8 +30,8 @@ import yaml
 from tfgpu_kit import kube_quantity
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import duration_text
-from tfgpu_kit.fleet_budget import devices, envvars
-from tfgpu_kit.fleet_budget.fields import (
+from tfgpu_kit.plan import devices, envvars
+from tfgpu_kit.plan.fields import (
     MAX_COUNT,
     count_of,
     is_whole,
@@ -42,7 +42,7 @@ from tfgpu_kit.fleet_budget.fields import (
     sequence,
     text,
 )
-from tfgpu_kit.fleet_budget.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
 from tfgpu_kit.yamlfile import YamlLimitError, load_text, shown
 
 GPU_RESOURCE_PREFIX = "nvidia.com/gpu"

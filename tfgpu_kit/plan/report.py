@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tfgpu_kit.fleet_budget.budget import GpuBudget
-from tfgpu_kit.fleet_budget.model import Problem
 from tfgpu_kit.output import mib
+from tfgpu_kit.plan.budget import GpuBudget
+from tfgpu_kit.plan.model import Problem
 from tfgpu_kit.yamlfile import shown
 
 

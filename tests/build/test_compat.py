@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests import nvidia_require_oracle
-from tfgpu_kit import compat_rules, cudagap, spec
-from tfgpu_kit.compat_rules import ArchCoverage, Verdict
+from tfgpu_kit import compat, cudagap, spec
+from tfgpu_kit.compat import ArchCoverage, Verdict
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.spec import CudaSource
 from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
@@ -14,8 +14,8 @@ from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
 SPEC = spec.load()
 
 
-def verdict(tf: str, driver: str, arch: str | None = None) -> compat_rules.Assessment:
-    return compat_rules.assess(SPEC, tf, parse_driver(driver), parse_arch(arch) if arch else None)
+def verdict(tf: str, driver: str, arch: str | None = None) -> compat.Assessment:
+    return compat.assess(SPEC, tf, parse_driver(driver), parse_arch(arch) if arch else None)
 
 
 @pytest.mark.parametrize(
@@ -116,17 +116,17 @@ def test_newest_runnable_with_arch_skips_unknown_coverage() -> None:
     )
     s = SPEC.model_copy(update={"matrix": unknown})
     driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
-    assert compat_rules.newest_runnable(s, driver, arch) == "2.15.0"
-    assert compat_rules.newest_unassessed(s, driver, arch) == "2.19.0"
-    data = compat_rules.assess(s, "2.21.0", driver, arch).as_json()
+    assert compat.newest_runnable(s, driver, arch) == "2.15.0"
+    assert compat.newest_unassessed(s, driver, arch) == "2.19.0"
+    data = compat.assess(s, "2.21.0", driver, arch).as_json()
     assert data["newest_runnable_tensorflow"] == "2.15.0"
     assert data["newest_unassessed_tensorflow"] == "2.19.0"
     # without an arch nothing is unassessed
     no_arch = verdict("2.21.0", "470.82.01")
     assert no_arch.newest_unassessed is None
     # an unknown version older than the newest known one is not worth naming
-    assert compat_rules.newest_unassessed(s, parse_driver("560.35.03"), arch) is None
-    assert compat_rules.newest_runnable(s, parse_driver("560.35.03"), arch) == "2.21.0"
+    assert compat.newest_unassessed(s, parse_driver("560.35.03"), arch) is None
+    assert compat.newest_runnable(s, parse_driver("560.35.03"), arch) == "2.21.0"
 
 
 def test_newest_runnable_with_arch_none_known() -> None:
@@ -141,10 +141,10 @@ def test_newest_runnable_with_arch_none_known() -> None:
     )
     s = SPEC.model_copy(update={"matrix": unknown})
     driver, arch = parse_driver("535.104.05"), parse_arch("sm_90")
-    assert compat_rules.newest_runnable(s, driver, arch) is None
+    assert compat.newest_runnable(s, driver, arch) is None
     # 2.21.0's PTX-only failure on 535 is no longer known either
-    assert compat_rules.newest_unassessed(s, driver, arch) == "2.21.0"
-    assert compat_rules.newest_runnable(s, driver, None) == "2.21.0"
+    assert compat.newest_unassessed(s, driver, arch) == "2.21.0"
+    assert compat.newest_runnable(s, driver, None) == "2.21.0"
 
 
 @pytest.mark.parametrize(
@@ -162,7 +162,7 @@ def test_newest_runnable_with_arch_none_known() -> None:
     ],
 )
 def test_arch_coverage(tf: str, arch: Arch, coverage: ArchCoverage) -> None:
-    assert compat_rules.arch_coverage(SPEC.matrix.tensorflow[tf], arch) is coverage
+    assert compat.arch_coverage(SPEC.matrix.tensorflow[tf], arch) is coverage
 
 
 def test_arch_without_kernels_does_not_run() -> None:

@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 from tfgpu.settings import is_ascii_number
 
 from tfgpu_kit.errors import UsageError
-from tfgpu_kit.fleet_budget.model import Unresolved
+from tfgpu_kit.plan.model import Unresolved
 from tfgpu_kit.yamlfile import shown
 
 # Kubernetes' counts (replicas, parallelism, completions) are int32 in the API types
