@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tfgpu_kit import catalog, compat, render, spec  # noqa: E402
-from tfgpu_kit.versions import parse_arch, parse_driver  # noqa: E402
+from tfgpu_kit.image import render  # noqa: E402
+from tfgpu_kit.matrix import catalog, compat, spec  # noqa: E402
+from tfgpu_kit.matrix.versions import parse_arch, parse_driver  # noqa: E402
 
 
 def median_seconds(action: Callable[[], object], repeat: int) -> float:

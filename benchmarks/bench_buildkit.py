@@ -30,7 +30,7 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.kit_images import buildkit_cli_on_path  # noqa: E402  (needs the checkout on sys.path)
-from tfgpu_kit import buildkit  # noqa: E402
+from tfgpu_kit.image import buildkit  # noqa: E402
 
 BUILDERS = ("legacy", "buildkit")
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import docker  # noqa: E402
 
 import fakegpu  # noqa: E402
-from tfgpu_kit.context import build_runtime_wheel  # noqa: E402
+from tfgpu_kit.image.context import build_runtime_wheel  # noqa: E402
 
 # The last commit whose runtime has no GPU-generation check.
 BASELINE = "33c809f"

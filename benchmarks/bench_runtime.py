@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tfgpu_kit.context import (  # noqa: E402  (needs the checkout on sys.path)
+from tfgpu_kit.image.context import (  # noqa: E402  (needs the checkout on sys.path)
     RUNTIME_SOURCE,
     build_runtime_wheel,
 )

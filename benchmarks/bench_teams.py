@@ -23,7 +23,7 @@ import docker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tfgpu_kit import sbom_export  # noqa: E402  (needs the checkout on sys.path)
+from tfgpu_kit.image import sbom_export  # noqa: E402  (needs the checkout on sys.path)
 
 # Runs inside the image: interleaved timings of the guard and of the floor, one JSON line.
 TIMER = """

@@ -101,7 +101,7 @@ def build_py(
 def buildkit_cli_on_path() -> str | None:
     """The first `docker` on PATH whose CLI builds through BuildKit (build.py's own choice looks
     only at the first `docker`: a host may have another CLI that has it)."""
-    from tfgpu_kit import buildkit
+    from tfgpu_kit.image import buildkit
 
     seen: set[str] = set()
     for folder in os.environ.get("PATH", "").split(os.pathsep):

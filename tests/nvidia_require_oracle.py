@@ -1,6 +1,7 @@
 """Test oracle: `NVIDIA_REQUIRE_*` evaluated exactly as the NVIDIA container stack evaluates it.
 
-Moved out of the product (`tfgpu_kit/nvidia_require.py` keeps only the Go parser the build uses);
+Kept out of the product (`tfgpu_kit/matrix/nvidia_require.py` holds only the Go parser the build
+uses);
 the tests check the values the kit chooses against it.
 
 Two implementations of the grammar exist, and they disagree on what they accept:
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from tfgpu_kit.nvidia_require import (
+from tfgpu_kit.matrix.nvidia_require import (
     MASTERMINDS_LOOSE,
     GoSemver,
     go_parse_error,

@@ -83,7 +83,7 @@ def test_the_check_reads_the_files_it_names() -> None:
         "docs/harness.md",
         "images/images.yaml",
         "templates/Dockerfile.j2",
-        "tfgpu_kit/spec.py",
+        "tfgpu_kit/matrix/spec.py",
         "entrypoint/src/tfgpu/run.py",
         "tests/test_present_tense.py",
         "benchmarks/bench_runtime.py",

@@ -29,8 +29,8 @@ from tfgpu.settings import (
 )
 from tfgpu.tf_config import PS_GPUS
 
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.name_rules import ENV_NAME, refuse_control
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.name_rules import ENV_NAME, refuse_control
 
 _log = logging.getLogger(__name__)
 

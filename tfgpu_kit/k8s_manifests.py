@@ -23,9 +23,7 @@ from typing import cast
 import jinja2
 from tfgpu import tf_config
 
-from tfgpu_kit import k8s_env, k8s_limits, k8s_workers, name_rules, templating
-from tfgpu_kit.errors import KitError, UsageError
-from tfgpu_kit.flag_values import whole_number
+from tfgpu_kit import k8s_env, k8s_limits, k8s_workers
 
 # Flags and CHECKPOINT_PATH are re-exported: build.py k8s and the tests name them as k8s's.
 from tfgpu_kit.k8s_flags import CHECKPOINT_PATH as CHECKPOINT_PATH
@@ -42,7 +40,10 @@ from tfgpu_kit.k8s_flags import (
     Workers,
 )
 from tfgpu_kit.k8s_flags import Flags as Flags
-from tfgpu_kit.name_rules import MAX_INT32, refuse_control
+from tfgpu_kit.shared import name_rules, templating
+from tfgpu_kit.shared.errors import KitError, UsageError
+from tfgpu_kit.shared.flag_values import whole_number
+from tfgpu_kit.shared.name_rules import MAX_INT32, refuse_control
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "k8s"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -368,7 +369,7 @@ def _kernel_cache(flags: Flags, env: list[tuple[str, str]]) -> dict[str, object]
             "a DNS-1123 subdomain, a node path absolute with letters, digits, '.', '_', '-');"
             f" {example}"
         )
-    from tfgpu_kit import spec  # the spec's kernel cache: only for a volume
+    from tfgpu_kit.matrix import spec  # the spec's kernel cache: only for a volume
 
     cache = spec.load().gpus.kernel_cache
     given = dict(env)
@@ -510,7 +511,9 @@ def _shutdown(flags: Flags) -> tuple[int, int]:
 def _identity(flags: Flags) -> tuple[str, int, int]:
     """The image, and the uid and gid the pods run as (the image's user unless given)."""
     if flags.registry is not None:
-        from tfgpu_kit import catalog  # the spec's modules: only when the default image is used
+        from tfgpu_kit.matrix import (
+            catalog,  # the spec's modules: only when the default image is used
+        )
 
         catalog.check_registry("--registry", flags.registry)
         name_rules.registry_port("--registry", flags.registry)
@@ -701,7 +704,10 @@ def _labels(flag: str, items: list[str]) -> list[tuple[str, str]]:
 
 def _default_image(registry: str | None) -> tuple[str, int, int]:
     """The newest gpu image's first tag, and its user's uid and gid, from the build side's spec."""
-    from tfgpu_kit import catalog, spec  # pydantic and the spec: only when no --image is given
+    from tfgpu_kit.matrix import (  # pydantic and the spec: only when no --image is given
+        catalog,
+        spec,
+    )
 
     loaded = spec.load()
     user = loaded.images.user

@@ -22,10 +22,10 @@ from tfgpu import tf_config
 from tfgpu.errors import ConfigError, shown
 from tfgpu.settings import parse_bool, parse_environment
 
-from tfgpu_kit import name_rules
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.flag_values import whole_number
 from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
+from tfgpu_kit.shared import name_rules
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.flag_values import whole_number
 
 MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
 # --trainer: the pod's JobSet name (its TrainJob's), from the downward API; Kubernetes expands

@@ -172,9 +172,10 @@ def runtime_driver_verdicts(driver: str, build: dict[str, Any]) -> dict[str, str
 
 def runtime_gpu_verdicts(build: dict[str, Any]) -> dict[str, Any]:
     """`tfgpu check --json`'s `gpu_support` per TensorFlow version of the build side's answer,
-    with the variables the kit writes into that version's image (tfgpu_kit.catalog.gpu_facts)."""
+    with the variables the kit writes into that version's image
+    (tfgpu_kit.matrix.catalog.gpu_facts)."""
     sys.path.insert(0, str(ROOT))
-    from tfgpu_kit import catalog, spec
+    from tfgpu_kit.matrix import catalog, spec
 
     loaded = spec.load()
     found: dict[str, Any] = {}

@@ -11,9 +11,10 @@ from typing import Any
 import docker.errors
 import pytest
 
-from tfgpu_kit import catalog, lock_refresh, spec
-from tfgpu_kit.errors import SpecError
-from tfgpu_kit.locks import base_lock
+from tfgpu_kit.image import lock_refresh
+from tfgpu_kit.matrix import catalog, spec
+from tfgpu_kit.matrix.locks import base_lock
+from tfgpu_kit.shared.errors import SpecError
 
 SPEC = spec.load()
 IMAGES = catalog.images(SPEC)
@@ -158,8 +159,8 @@ def test_a_local_base_without_a_registry_digest_is_refused_when_the_lock_knows_o
 
 
 def test_a_known_digest_pins_the_from_lines_and_a_mirror_unpins_them() -> None:
-    from tfgpu_kit import render
-    from tfgpu_kit import spec as specs
+    from tfgpu_kit.image import render
+    from tfgpu_kit.matrix import spec as specs
 
     spec = specs.load()
     image = _image()
@@ -183,7 +184,7 @@ def test_a_known_digest_pins_the_from_lines_and_a_mirror_unpins_them() -> None:
 
 
 def test_bake_unpins_a_mirrors_bases_and_keeps_the_pin_otherwise(tmp_path: Path) -> None:
-    from tfgpu_kit import bake
+    from tfgpu_kit.image import bake
 
     image = _image()
     mirrored = bake.bake_file(

@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from tests import local_registry
-from tfgpu_kit.locks import base_lock
+from tfgpu_kit.matrix.locks import base_lock
 
 pytestmark = pytest.mark.docker
 

@@ -12,7 +12,8 @@ import docker.errors
 import pytest
 
 import fakegpu
-from tfgpu_kit import cli, context, docker_engine
+from tfgpu_kit import cli
+from tfgpu_kit.image import context, docker_engine
 
 
 def kit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import build, build_args, catalog, docker_engine, spec
-from tfgpu_kit.errors import EXIT_FAILED, DockerError
+from tfgpu_kit.image import build, build_args, docker_engine
+from tfgpu_kit.matrix import catalog, spec
+from tfgpu_kit.shared.errors import EXIT_FAILED, DockerError
 
 SPEC = spec.load()
 BY_NAME = {image.name: image for image in catalog.images(SPEC)}
@@ -34,7 +35,7 @@ def test_follow_streams_each_step_to_stderr(
 ) -> None:
     # stderr holds only what _follow prints itself (the debug lines go to caplog alone): no
     # earlier in-process cli.main's handler is left on the root logger (tests/conftest.py)
-    with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.docker_engine"):
+    with caplog.at_level(logging.DEBUG, logger="tfgpu_kit.image.docker_engine"):
         image_id = docker_engine._follow(iter(CHUNKS), "2.21.0-gpu")
     assert image_id == "sha256:feedbeef"
     captured = capsys.readouterr()

@@ -1,4 +1,4 @@
-"""Which builder `build.py build` uses (tfgpu_kit.buildkit), with stand-ins of the Docker CLI.
+"""Which builder `build.py build` uses (tfgpu_kit.image.buildkit), with stand-ins of the Docker CLI.
 
 The stand-ins answer `--version` and `buildx version` with the real CLIs' words, as read on the
 machines the kit runs on: Debian's docker.io 20.10 (BuildKit built in; `docker: 'buildx' is not a
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import buildkit
-from tfgpu_kit.errors import DockerError, UsageError
+from tfgpu_kit.image import buildkit
+from tfgpu_kit.shared.errors import DockerError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfgpu_kit import spec as specs
 from tfgpu_kit.cli import COMMANDS
 from tfgpu_kit.cli.command import Command
+from tfgpu_kit.matrix import spec as specs
 
 COMMAND_NAMES = [command.name for command in COMMANDS]
 
@@ -208,8 +208,9 @@ def test_bake_base_registry_trailing_slash_like_build() -> None:
 def test_bake_labels_the_locked_base_digest(tmp_path: Path) -> None:
     # bases.lock.yaml's digest goes into the base.digest label as `build` does; where the lock does
     # not know it (null) the label says unknown, and a mirror's bases are never vouched for
-    from tfgpu_kit import bake, catalog
-    from tfgpu_kit.locks import base_lock
+    from tfgpu_kit.image import bake
+    from tfgpu_kit.matrix import catalog
+    from tfgpu_kit.matrix.locks import base_lock
 
     spec = specs.load()
     images = [i for i in catalog.images(spec) if i.name in ("2.21.0-gpu", "2.20.0-gpu")]

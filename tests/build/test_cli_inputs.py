@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import cli, lock_refresh
-from tfgpu_kit import spec as specs
+from tfgpu_kit import cli
+from tfgpu_kit.image import lock_refresh
+from tfgpu_kit.matrix import spec as specs
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

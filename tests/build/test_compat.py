@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests import nvidia_require_oracle
-from tfgpu_kit import compat, cudagap, spec
-from tfgpu_kit.compat import ArchCoverage, Verdict
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.spec import CudaSource
-from tfgpu_kit.versions import Arch, Version, parse_arch, parse_driver
+from tfgpu_kit.matrix import compat, cudagap, spec
+from tfgpu_kit.matrix.compat import ArchCoverage, Verdict
+from tfgpu_kit.matrix.spec import CudaSource
+from tfgpu_kit.matrix.versions import Arch, Version, parse_arch, parse_driver
+from tfgpu_kit.shared.errors import UsageError
 
 SPEC = spec.load()
 

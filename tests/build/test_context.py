@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit import catalog, context, cudagap, lock_refresh, spec
-from tfgpu_kit.errors import SpecError
-from tfgpu_kit.locks import lock_file, wheel_locks
+from tfgpu_kit.image import context, lock_refresh
+from tfgpu_kit.matrix import catalog, cudagap, spec
+from tfgpu_kit.matrix.locks import lock_file, wheel_locks
+from tfgpu_kit.shared.errors import SpecError
 
 
 def _value(args: list[str], flag: str) -> list[str]:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tfgpu_kit import docker_engine
-from tfgpu_kit.errors import DockerError
+from tfgpu_kit.image import docker_engine
+from tfgpu_kit.shared.errors import DockerError
 
 pytestmark = pytest.mark.docker
 

@@ -18,9 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tfgpu import gpu_support
 
-from tfgpu_kit import catalog, cli, compat, matrix_table, render, spec
-from tfgpu_kit.errors import SpecError
-from tfgpu_kit.versions import Arch, parse_driver
+from tfgpu_kit import cli
+from tfgpu_kit.image import render
+from tfgpu_kit.matrix import catalog, compat, matrix_table, spec
+from tfgpu_kit.matrix.versions import Arch, parse_driver
+from tfgpu_kit.shared.errors import SpecError
 
 SPEC = spec.load()
 ROOT = spec.ROOT

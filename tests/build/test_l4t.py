@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests import nvidia_require_oracle
-from tfgpu_kit import bake, catalog, docker_engine, nvidia_require, render, selectors, spec
-from tfgpu_kit.catalog import Image
-from tfgpu_kit.errors import SpecError, UsageError
+from tfgpu_kit.image import bake, docker_engine, render
+from tfgpu_kit.matrix import catalog, nvidia_require, selectors, spec
+from tfgpu_kit.matrix.catalog import Image
+from tfgpu_kit.shared.errors import SpecError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = spec.load()

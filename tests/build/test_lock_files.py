@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit.errors import SpecError
-from tfgpu_kit.locks import base_lock, wheel_locks
-from tfgpu_kit.spec import IMAGES_DIR
+from tfgpu_kit.matrix.locks import base_lock, wheel_locks
+from tfgpu_kit.matrix.spec import IMAGES_DIR
+from tfgpu_kit.shared.errors import SpecError
 
 LOCKS = {lock.name: lock for lock in (base_lock.FILE, wheel_locks.FILE, wheel_locks.IMAGE_FILE)}
 

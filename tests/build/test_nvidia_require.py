@@ -21,7 +21,7 @@ from tests.nvidia_require_oracle import (
     parse,
     requirements_from_env,
 )
-from tfgpu_kit.nvidia_require import go_parse_error, go_parser_accepts
+from tfgpu_kit.matrix.nvidia_require import go_parse_error, go_parser_accepts
 
 # nvidia/cuda:12.3.0-base-ubuntu22.04, amd64 stage, verbatim (NVIDIA's
 # dist/12.3.0/ubuntu2204/base/Dockerfile, read in two public copies of it; facts file §1d)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfgpu_kit import catalog, cudagap, render, spec
+from tfgpu_kit.image import render
+from tfgpu_kit.matrix import catalog, cudagap, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = spec.load()

@@ -15,11 +15,12 @@ import pytest
 from tests.build.test_cli import run
 from tests.build.test_context import EXTRAS, FakeIndex, _image_lock, _wheel_name
 from tests.build.test_spec import copy_spec, edit
-from tfgpu_kit import catalog, context, cudagap, render, spec
-from tfgpu_kit.errors import EXIT_USAGE, SpecError
-from tfgpu_kit.locks import wheel_locks
-from tfgpu_kit.verify import images as verify_images
-from tfgpu_kit.verify.checks import Observed
+from tfgpu_kit.image import context, render
+from tfgpu_kit.image.verify import images as verify_images
+from tfgpu_kit.image.verify.checks import Observed
+from tfgpu_kit.matrix import catalog, cudagap, spec
+from tfgpu_kit.matrix.locks import wheel_locks
+from tfgpu_kit.shared.errors import EXIT_USAGE, SpecError
 
 SPEC = spec.load()
 IMAGES = {i.name: i for i in catalog.images(SPEC)}

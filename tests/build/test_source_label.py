@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tfgpu_kit import build_args, cli
+from tfgpu_kit import cli
+from tfgpu_kit.image import build_args
 
 SECRET = "glpat-SECRET0123"
 

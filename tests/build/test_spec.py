@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfgpu_kit import cli, spec
-from tfgpu_kit.errors import EXIT_SPEC, SpecError
+from tfgpu_kit import cli
+from tfgpu_kit.matrix import spec
+from tfgpu_kit.shared.errors import EXIT_SPEC, SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,9 +19,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfgpu_kit import catalog, render
-from tfgpu_kit import spec as specs
-from tfgpu_kit.errors import SpecError
+from tfgpu_kit.image import render
+from tfgpu_kit.matrix import catalog
+from tfgpu_kit.matrix import spec as specs
+from tfgpu_kit.shared.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "2.21.0"  # the first offered version: its images are the ones rendered

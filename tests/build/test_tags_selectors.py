@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfgpu_kit import catalog, selectors, spec
-from tfgpu_kit.errors import UsageError
+from tfgpu_kit.matrix import catalog, selectors, spec
+from tfgpu_kit.shared.errors import UsageError
 
 SPEC = spec.load()
 IMAGES = catalog.images(SPEC)

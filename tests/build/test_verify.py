@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tfgpu_kit import cudagap, spec
-from tfgpu_kit.verify import checks as verify_checks
-from tfgpu_kit.verify import observe
+from tfgpu_kit.image.verify import checks as verify_checks
+from tfgpu_kit.image.verify import observe
+from tfgpu_kit.matrix import cudagap, spec
 
 SPEC = spec.load()
 REQ = cudagap.requirements(SPEC, "2.21.0")

@@ -1,4 +1,5 @@
-"""verify of a Jetson (L4T, arm64) image (tfgpu_kit/verify/jetson.py) on plain data: its labels
+"""verify of a Jetson (L4T, arm64) image (tfgpu_kit/image/verify/jetson.py) on plain data: its
+labels
 and ENV against images/l4t.yaml, the runtime's report, and the two checks that cannot be made off a
 Jetson, reported as not checked (neither passed nor failed). The real image on the arm64 stand-in:
 tests/containers/test_l4t_arm64.py."""
@@ -10,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import catalog, spec
-from tfgpu_kit.verify import jetson
-from tfgpu_kit.verify.checks import Check, Observed, failures
+from tfgpu_kit.image.verify import jetson
+from tfgpu_kit.image.verify.checks import Check, Observed, failures
+from tfgpu_kit.matrix import catalog, spec
 
 SPEC = spec.load()
 IMAGE = catalog.jetson_images(SPEC)[0]
@@ -40,7 +41,7 @@ def by_name(checks: list[Check]) -> dict[str, Check]:
 
 def test_the_rendered_dockerfile_gives_the_labels_and_env_verify_expects() -> None:
     """The expectations are the template's output, not a second copy that could drift."""
-    from tfgpu_kit import render
+    from tfgpu_kit.image import render
 
     text = render.render_image(SPEC, IMAGE)
     labels, env = jetson._expected(IMAGE)

@@ -14,8 +14,8 @@ import pytest
 
 from tests import engine_lock
 from tests.base_standins import Result
-from tfgpu_kit import spec as specs
-from tfgpu_kit.locks import wheel_locks
+from tfgpu_kit.matrix import spec as specs
+from tfgpu_kit.matrix.locks import wheel_locks
 
 # the kit's own layers' budget per image (images/images.yaml)
 KIT_MIB = specs.load().images.variants["gpu"].max_added_mib

@@ -119,7 +119,7 @@ def test_every_service_runs_as_a_non_root_user() -> None:
 def test_every_gpu_service_keeps_the_kernel_cache_on_the_shared_volume() -> None:
     """The images' CUDA_CACHE_PATH (images/gpus.yaml) is the named volume tfgpu-kernels in every
     service that reserves a GPU, so the kernels the driver JIT-compiles outlive the container."""
-    from tfgpu_kit import spec
+    from tfgpu_kit.matrix import spec
 
     path = spec.load().gpus.kernel_cache.path
     compose = yaml.safe_load(COMPOSE_FILE.read_text())

@@ -13,7 +13,7 @@ import pytest
 from tests.base_standins import REGISTRY, gpu_tag
 from tests.containers.tracked import TrackedContainer
 from tests.kit_images import OLDER, VERSION, build_py
-from tfgpu_kit import spec as specs
+from tfgpu_kit.matrix import spec as specs
 
 pytestmark = pytest.mark.docker
 

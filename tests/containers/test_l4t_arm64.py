@@ -47,7 +47,8 @@ from tests.base_standins.l4t import (
 from tests.ci_policy import ci_or_skip
 from tests.containers.tracked import Outcome, TrackedContainer
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
-from tfgpu_kit import catalog, docker_engine, spec
+from tfgpu_kit.image import docker_engine
+from tfgpu_kit.matrix import catalog, spec
 
 pytestmark = pytest.mark.docker
 

@@ -15,8 +15,8 @@ import pytest
 from tests.base_standins import slim_tag
 from tests.containers.test_image_audit import _audit
 from tests.kit_images import VERSION, build_py
-from tfgpu_kit import catalog, spec
-from tfgpu_kit.locks import wheel_locks
+from tfgpu_kit.matrix import catalog, spec
+from tfgpu_kit.matrix.locks import wheel_locks
 
 pytestmark = pytest.mark.docker
 

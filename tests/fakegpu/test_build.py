@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import fakegpu
-from tfgpu_kit.errors import KitError
-from tfgpu_kit.verify import images as verify_images
+from tfgpu_kit.image.verify import images as verify_images
+from tfgpu_kit.shared.errors import KitError
 
 EXPECTED = {"libcuda.so.1", "libcudart.so.12", "libcudart.so.11.0", "libnvidia-ml.so.1"}
 

@@ -136,7 +136,7 @@ report = runtime_nvml.query(pynvml)
 out["driver"] = [report.found, report.driver_version, report.cuda_version, report.error]
 out["gpus"] = [[g.name, g.uuid, g.total_mib, g.free_mib, g.compute_capability, g.brand]
                for g in report.gpus]
-from tfgpu_kit import local_driver as kit_nvml
+from tfgpu_kit.matrix import local_driver as kit_nvml
 d = kit_nvml.local_driver()  # the build side's `check`: the runtime's reader, no device files
 out["kit"] = [d.driver_version, [[g.index, g.name, g.compute_capability] for g in d.gpus]]
 out["plan"] = kit_nvml.gpu_memory(["--gpu-memory SIZE"])

@@ -20,8 +20,8 @@ import pytest
 from tests.base_standins import gpu_tag
 from tests.gpu.harness import GpuHost
 from tests.kit_images import CUDA11_VERSIONS, VERSION, build_py
-from tfgpu_kit import cudagap, spec
-from tfgpu_kit.spec import CudaSource
+from tfgpu_kit.matrix import cudagap, spec
+from tfgpu_kit.matrix.spec import CudaSource
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 # The images that prove a repair recipe: these two here, 2.21.0 in the tests named above.

@@ -33,7 +33,7 @@ from tests.gpu.harness import GpuHost
 from tests.gpu.test_cap import assert_capped
 from tests.kit_images import KIT_SLIM, REGISTRY, ROOT, VERSION, build_py, release_kept_builders
 from tests.runtime import dists
-from tfgpu_kit.locks import wheel_locks
+from tfgpu_kit.matrix.locks import wheel_locks
 
 RECIPES = ROOT / "examples" / "teams"
 CAP = {"TF_GPU_MEM_LIMIT": "1024"}

@@ -15,7 +15,7 @@ import os
 import docker
 import pytest
 
-from tfgpu_kit import catalog, spec
+from tfgpu_kit.matrix import catalog, spec
 
 
 def _tf_keras_in(client: docker.DockerClient, image: str) -> str:

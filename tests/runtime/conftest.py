@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.ci_policy import ci_or_skip
-from tfgpu_kit.context import build_runtime_wheel
+from tfgpu_kit.image.context import build_runtime_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "entrypoint" / "src"

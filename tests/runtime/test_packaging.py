@@ -29,7 +29,7 @@ import pytest
 from hatchling import build as hatchling_build
 
 from tests.runtime.conftest import ROOT, SRC, clean_env, find_python
-from tfgpu_kit.context import build_runtime_wheel
+from tfgpu_kit.image.context import build_runtime_wheel
 
 ENTRYPOINT = ROOT / "entrypoint"
 WHEEL_NAME = "tfgpu-0.1.0-py3-none-any.whl"

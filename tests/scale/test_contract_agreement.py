@@ -25,8 +25,9 @@ from tfgpu.settings import parse_environment
 from tests.scale.helpers import errors, plan_json, write
 from tests.scale.test_plan_compose import gpu, service
 from tests.scale.test_plan_kube import container, job
-from tfgpu_kit import cli, k8s_env, k8s_workers, local_driver
-from tfgpu_kit.errors import UsageError
+from tfgpu_kit import cli, k8s_env, k8s_workers
+from tfgpu_kit.matrix import local_driver
+from tfgpu_kit.shared.errors import UsageError
 
 IMAGE = "registry.example/tfgpu/tensorflow:2.21.0-gpu"
 HUGE = "9" * 5000

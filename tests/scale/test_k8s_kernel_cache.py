@@ -12,7 +12,8 @@ import pytest
 from tests.scale.helpers import validate_job_templates
 from tests.scale.test_k8s_multiworker import JOBSET_SCHEMA, VERSIONS
 from tests.scale.test_k8s_render import KUBERNETES_MINOR, render, validate
-from tfgpu_kit import cli, spec
+from tfgpu_kit import cli
+from tfgpu_kit.matrix import spec
 
 CACHE = spec.load().gpus.kernel_cache
 

@@ -260,7 +260,7 @@ def test_time_slicing_without_cap_suggests_a_positive_cap(
 @pytest.fixture
 def spec_with_gid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """images/ with a user whose gid differs from its uid (1000:2345)."""
-    from tfgpu_kit import spec
+    from tfgpu_kit.matrix import spec
 
     folder = tmp_path / "images"
     folder.mkdir()

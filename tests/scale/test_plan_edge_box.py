@@ -11,7 +11,7 @@ import yaml
 from tfgpu.settings import parse_environment
 
 from tests.scale.helpers import errors, plan_json
-from tfgpu_kit import catalog, spec
+from tfgpu_kit.matrix import catalog, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "examples" / "compose.jetson.yaml"

@@ -15,7 +15,8 @@ import yaml
 from tests.scale.helpers import errors, plan_json, write
 from tests.scale.test_plan_compose import gpu, service
 from tests.scale.test_plan_kube import container, deployment
-from tfgpu_kit import cli, local_driver
+from tfgpu_kit import cli
+from tfgpu_kit.matrix import local_driver
 
 CAP = {"TF_GPU_MEM_LIMIT": 4096}
 KUBE_CAP = {"TF_GPU_MEM_LIMIT": "4GiB"}  # env values are strings in Kubernetes

@@ -13,7 +13,7 @@ import pytest
 from tests.pynvml_standin import gpus_of, standin_pynvml
 from tests.scale.helpers import plan_json, write
 from tfgpu_kit import cli
-from tfgpu_kit.errors import EXIT_USAGE
+from tfgpu_kit.shared.errors import EXIT_USAGE
 
 GIB = 1024  # MiB
 

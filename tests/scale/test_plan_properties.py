@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.memory_bound import memory_bound
-from tfgpu_kit import cli, local_driver
+from tfgpu_kit import cli
+from tfgpu_kit.matrix import local_driver
 
 HOST = ["0", "1"]  # --gpu-count 2
 # per property; both together take about 20 s here (TFGPU_PLAN_EXAMPLES=5000 for a longer search)

@@ -2,7 +2,7 @@
 
 Each command module ends with `COMMAND = Command(...)` (tfgpu_kit/cli/command.py); to add a
 command, import its module here and add it to COMMANDS. Data goes to stdout, logs to stderr; a
-KitError prints its message (no traceback) and exits with its code (tfgpu_kit/errors.py)."""
+KitError prints its message (no traceback) and exits with its code (tfgpu_kit/shared/errors.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from tfgpu_kit import log as kitlog
 from tfgpu_kit.cli import (
     bake,
     build,
@@ -25,8 +24,9 @@ from tfgpu_kit.cli import (
     verify,
 )
 from tfgpu_kit.cli.command import Command
-from tfgpu_kit.errors import EXIT_IO, EXIT_USAGE, KitError
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared import log as kitlog
+from tfgpu_kit.shared.errors import EXIT_IO, EXIT_USAGE, KitError
+from tfgpu_kit.shared.yamlfile import shown
 
 # Sub-commands, in --help order.
 COMMANDS: tuple[Command, ...] = (

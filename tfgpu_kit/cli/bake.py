@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tfgpu_kit import bake
 from tfgpu_kit.cli.command import Command, request
-from tfgpu_kit.flag_values import path_flag
+from tfgpu_kit.image import bake
+from tfgpu_kit.shared.flag_values import path_flag
 
 HELP = "emit a docker-bake.json for `docker buildx bake`"
 DESCRIPTION = """Emit a docker-bake.json (stdout, or --out FILE) with one target per image, the

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import build, buildkit
 from tfgpu_kit.cli.command import Command, request
-from tfgpu_kit.flag_values import path_flag
-from tfgpu_kit.spec import CudaSource
+from tfgpu_kit.image import build, buildkit
+from tfgpu_kit.matrix.spec import CudaSource
+from tfgpu_kit.shared.flag_values import path_flag
 
 HELP = "build tagged images (BuildKit where the CLI has it); --dry-run shows what would be built"
 DESCRIPTION = """Build the selected images (default: the newest version, every variant; `all` for

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import driver_check
-from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
+from tfgpu_kit.matrix import driver_check
+from tfgpu_kit.matrix import spec as specs
 
 HELP = "verdict per TensorFlow version for a driver (default: the local one, through NVML)"
 DESCRIPTION = """For each TensorFlow version: runs natively; runs by minor-version compatibility

@@ -1,13 +1,13 @@
 """`build.py lock [--check] [--bases]`: lock what goes into the images (the three locks under
-images/, each read by the build: tfgpu_kit.lock_refresh)."""
+images/, each read by the build: tfgpu_kit.image.lock_refresh)."""
 
 from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import lock_refresh
-from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
+from tfgpu_kit.image import lock_refresh
+from tfgpu_kit.matrix import spec as specs
 
 HELP = "lock the images' wheels (CUDA wheels, extras, pip) and, with --bases, the bases' digests"
 DESCRIPTION = """Without flags: download every and_cuda pin of images/matrix.yaml for the bases'

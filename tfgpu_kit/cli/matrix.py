@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import matrix_table
-from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
+from tfgpu_kit.matrix import matrix_table
+from tfgpu_kit.matrix import spec as specs
 
 HELP = "print the TensorFlow → CUDA/cuDNN/Python/driver/architecture table"
 DESCRIPTION = """Per TensorFlow version: what it was built with (CUDA, cuDNN, Python, SASS/PTX

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import render
 from tfgpu_kit.cli.command import Command
-from tfgpu_kit.flag_values import path_flag
+from tfgpu_kit.image import render
+from tfgpu_kit.shared.flag_values import path_flag
 
 HELP = "render the Dockerfiles from images/ and templates/"
 DESCRIPTION = """Render dockerfiles/<version>-<variant>/Dockerfile for every image. With --check,

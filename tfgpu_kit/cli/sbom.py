@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tfgpu_kit import sbom_export
 from tfgpu_kit.cli.command import Command
-from tfgpu_kit.flag_values import path_flag
-from tfgpu_kit.log import stderr
+from tfgpu_kit.image import sbom_export
+from tfgpu_kit.shared.flag_values import path_flag
+from tfgpu_kit.shared.log import stderr
 
 HELP = "write out the SBOM (CycloneDX JSON) an image of the kit carries"
 DESCRIPTION = """Reads the SBOM the image's own build wrote (the file its io.tfgpu.sbom label names,

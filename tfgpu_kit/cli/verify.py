@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from tfgpu_kit import name_rules
-from tfgpu_kit import spec as specs
 from tfgpu_kit.cli.command import Command
-from tfgpu_kit.verify import images as verify_images
+from tfgpu_kit.image.verify import images as verify_images
+from tfgpu_kit.matrix import spec as specs
+from tfgpu_kit.shared import name_rules
 
 HELP = "check what built images really hold, and that their TensorFlow registers a GPU"
 DESCRIPTION = """Runs each image twice, without a GPU and without network:
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: tfgpu_kit.cli imports every command, and the Docker SDK adds
     # 45-90 ms to each command's start (python -X importtime, 2 cores: cli 0.5-0.7 s without it).
-    from tfgpu_kit import docker_engine
+    from tfgpu_kit.image import docker_engine
 
     for ref in args.images:  # before the engine: '' was a traceback, 'a b' the engine's raw 400
         name_rules.image_reference("verify", ref, "tfgpu/tensorflow:2.21.0-gpu")

@@ -16,10 +16,10 @@ from tfgpu.errors import ConfigError
 from tfgpu.names import JOB_INDEX, UnknownName
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.output import mib
 from tfgpu_kit.plan import caps as caps_mod
 from tfgpu_kit.plan.envvars import CAP_VARIABLES
 from tfgpu_kit.plan.model import Placement, Problem, Workload
+from tfgpu_kit.shared.output import mib
 
 SUGGESTION_STEP_MIB = 256  # suggested caps are rounded down to this
 # Unresolved values that say how many processes run at once (compose's label, Kubernetes' fields

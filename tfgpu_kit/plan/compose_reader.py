@@ -29,7 +29,6 @@ from typing import Any
 
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.errors import UsageError
 from tfgpu_kit.plan import devices, envvars
 from tfgpu_kit.plan.fields import (
     count_of,
@@ -43,7 +42,8 @@ from tfgpu_kit.plan.fields import (
     texts,
 )
 from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.yamlfile import shown
 
 PROCESSES_LABEL = "io.tfgpu.processes"
 # compose-spec.json: properties.services.patternProperties

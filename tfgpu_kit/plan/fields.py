@@ -14,9 +14,9 @@ from typing import Any, TypeGuard
 
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.errors import UsageError
 from tfgpu_kit.plan.model import Unresolved
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.yamlfile import shown
 
 # Kubernetes' counts (replicas, parallelism, completions) are int32 in the API types
 # (k8s.io/api apps/v1 DeploymentSpec.Replicas *int32); the same bound keeps compose's counts

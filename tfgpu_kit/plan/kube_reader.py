@@ -28,8 +28,6 @@ from typing import Any, TypeGuard
 import yaml
 
 from tfgpu_kit import kube_quantity
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.flag_values import duration_text
 from tfgpu_kit.plan import devices, envvars
 from tfgpu_kit.plan.fields import (
     MAX_COUNT,
@@ -43,7 +41,9 @@ from tfgpu_kit.plan.fields import (
     text,
 )
 from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
-from tfgpu_kit.yamlfile import YamlLimitError, load_text, shown
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.flag_values import duration_text
+from tfgpu_kit.shared.yamlfile import YamlLimitError, load_text, shown
 
 GPU_RESOURCE_PREFIX = "nvidia.com/gpu"
 PROCESSES_ANNOTATION = "tfgpu.io/processes"

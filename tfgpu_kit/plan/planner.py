@@ -9,12 +9,13 @@ from pathlib import Path
 
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit import local_driver, log
-from tfgpu_kit.errors import EXIT_FAILED, EXIT_OK, UsageError
-from tfgpu_kit.flag_values import size_mib, whole_number
+from tfgpu_kit.matrix import local_driver
 from tfgpu_kit.plan import budget, devices, prometheus, report, sources, unified
 from tfgpu_kit.plan.fields import MAX_COUNT
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared import log
+from tfgpu_kit.shared.errors import EXIT_FAILED, EXIT_OK, UsageError
+from tfgpu_kit.shared.flag_values import size_mib, whole_number
+from tfgpu_kit.shared.yamlfile import shown
 
 DEFAULT_OVERHEAD = "500MiB"
 

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 import yaml
 from tfgpu.settings import is_ascii_number
 
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.output import BYTES_PER_MIB
 from tfgpu_kit.plan.budget import GpuBudget
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.output import BYTES_PER_MIB
+from tfgpu_kit.shared.yamlfile import shown
 
 COMMITTED = "tfgpu_plan_committed_bytes"
 MEMORY = "tfgpu_plan_gpu_memory_bytes"

@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tfgpu_kit.output import mib
 from tfgpu_kit.plan.budget import GpuBudget
 from tfgpu_kit.plan.model import Problem
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared.output import mib
+from tfgpu_kit.shared.yamlfile import shown
 
 
 def _safe(text: str) -> str:

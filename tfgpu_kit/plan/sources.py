@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit.errors import EXIT_IO, KitError, UsageError
 from tfgpu_kit.plan import compose_reader, kube_reader, trainer_objects
 from tfgpu_kit.plan.model import Problem, Workload
-from tfgpu_kit.yamlfile import load_documents, shown
+from tfgpu_kit.shared.errors import EXIT_IO, KitError, UsageError
+from tfgpu_kit.shared.yamlfile import load_documents, shown
 
 
 class UnreadableInput(KitError):

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tfgpu_kit.flag_values import duration_text
 from tfgpu_kit.plan.fields import is_whole
 from tfgpu_kit.plan.model import Problem
-from tfgpu_kit.yamlfile import shown
+from tfgpu_kit.shared.flag_values import duration_text
+from tfgpu_kit.shared.yamlfile import shown
 
 GROUP = "trainer.kubeflow.org/"
 RUNTIMES = ("ClusterTrainingRuntime", "TrainingRuntime")

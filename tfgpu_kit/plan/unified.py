@@ -8,8 +8,8 @@ percentages of) and budgets the caps against what is left after `--reserve`."""
 
 from __future__ import annotations
 
-from tfgpu_kit.errors import UsageError
-from tfgpu_kit.flag_values import size_mib
+from tfgpu_kit.shared.errors import UsageError
+from tfgpu_kit.shared.flag_values import size_mib
 
 RESERVE_EXAMPLE = "--unified-memory --reserve 4GiB"
 

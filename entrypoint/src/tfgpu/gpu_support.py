@@ -36,7 +36,7 @@ PARTS = (KERNELS, XLA)
 PART_NAMES = {KERNELS: "TensorFlow's own kernels", XLA: "XLA (jit_compile=True)"}
 
 # TFGPU_IMAGE_GPU_FAILURES: entries joined by ENTRY_SEPARATOR, fields by FIELD_SEPARATOR; no text
-# of images/gpus.yaml may hold either (tfgpu_kit.spec refuses it)
+# of images/gpus.yaml may hold either (tfgpu_kit.matrix.spec refuses it)
 FIELD_SEPARATOR = " | "
 ENTRY_SEPARATOR = " || "
 

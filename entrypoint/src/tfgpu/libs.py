@@ -222,7 +222,7 @@ def _parts(text: str) -> tuple[int, ...]:
 def fits(have: Sequence[int], built: Sequence[int]) -> bool:
     """TensorFlow's rule for the CUDA runtime and the cuDNN it loads: the same major as its
     build's, and a minor not lower. The one copy of the rule: the build side decides with it what
-    an image's base lacks (tfgpu_kit.cudagap), `tfgpu check` what TensorFlow will refuse."""
+    an image's base lacks (tfgpu_kit.matrix.cudagap), `tfgpu check` what TensorFlow will refuse."""
     return tuple(have[:1]) == tuple(built[:1]) and tuple(have[1:2]) >= tuple(built[1:2])
 
 
