@@ -10,7 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tfgpu_kit import cli, k8s_manifests
+from tfgpu_kit import cli
+from tfgpu_kit.k8s import manifests as k8s_manifests
 
 KUBERNETES = kubernetes_validate.latest_version()
 IMAGE = "registry.example/tfgpu/tensorflow:2.21.0-gpu"

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from tests.memory_bound import memory_bound
 from tests.scale.podmonitor_schema import validate_pod_monitor
-from tfgpu_kit import cli, k8s_manifests
+from tfgpu_kit import cli
 from tfgpu_kit.errors import UsageError
+from tfgpu_kit.k8s import manifests as k8s_manifests
 
 KUBERNETES = kubernetes_validate.latest_version()
 IMAGE = "registry.example/tfgpu/tensorflow:2.21.0-gpu"

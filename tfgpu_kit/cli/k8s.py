@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tfgpu_kit import k8s_limits, k8s_manifests
 from tfgpu_kit.cli.command import Command
-from tfgpu_kit.k8s_workers import MAX_WORKERS
+from tfgpu_kit.k8s import limits as k8s_limits
+from tfgpu_kit.k8s import manifests as k8s_manifests
+from tfgpu_kit.k8s.workers import MAX_WORKERS
 
 NAME = "k8s"
 HELP = (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tfgpu_kit import kube_quantity
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import duration_seconds, duration_text
-from tfgpu_kit.k8s_flags import DEFAULTS, EXAMPLES, Flags
+from tfgpu_kit.k8s.flags import DEFAULTS, EXAMPLES, Flags
 
 SHM_PATH = "/dev/shm"
 SHM_VOLUME = "dshm"

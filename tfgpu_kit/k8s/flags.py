@@ -1,6 +1,6 @@
 """`build.py k8s`'s flags as data: the values as given, the defaults and examples the checks
-quote, which flags shape which workload, and the multi-worker group they describe. Read by k8s.py
-(the manifests) and k8s_workers.py (the multi-worker part), which both build on it."""
+quote, which flags shape which workload, and the multi-worker group they describe. Read by
+manifests.py and workers.py (the multi-worker part), which both build on it."""
 
 from __future__ import annotations
 

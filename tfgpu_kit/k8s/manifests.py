@@ -6,7 +6,7 @@ JSON-quoted with every non-ASCII character escaped, which is valid YAML, and a v
 comment only through the `comment` filter, which refuses anything but a checked name: so a value
 can never change the document's shape (tests/scale/test_k8s_properties.py). Values are checked
 first: names by Kubernetes' and Docker's rules (name_rules.py), the environment by the runtime's
-own parser (k8s_env.py), control characters nowhere."""
+own parser (env.py), control characters nowhere."""
 
 from __future__ import annotations
 
@@ -23,13 +23,16 @@ from typing import cast
 import jinja2
 from tfgpu import tf_config
 
-from tfgpu_kit import k8s_env, k8s_limits, k8s_workers, name_rules, templating
+from tfgpu_kit import name_rules, templating
 from tfgpu_kit.errors import KitError, UsageError
 from tfgpu_kit.flag_values import whole_number
+from tfgpu_kit.k8s import env as k8s_env
+from tfgpu_kit.k8s import limits as k8s_limits
+from tfgpu_kit.k8s import workers as k8s_workers
 
 # Flags and CHECKPOINT_PATH are re-exported: build.py k8s and the tests name them as k8s's.
-from tfgpu_kit.k8s_flags import CHECKPOINT_PATH as CHECKPOINT_PATH
-from tfgpu_kit.k8s_flags import (
+from tfgpu_kit.k8s.flags import CHECKPOINT_PATH as CHECKPOINT_PATH
+from tfgpu_kit.k8s.flags import (
     DEFAULTS,
     DEPLOYMENT_ONLY,
     EXAMPLES,
@@ -41,10 +44,10 @@ from tfgpu_kit.k8s_flags import (
     WORKERS_ONLY,
     Workers,
 )
-from tfgpu_kit.k8s_flags import Flags as Flags
+from tfgpu_kit.k8s.flags import Flags as Flags
 from tfgpu_kit.name_rules import MAX_INT32, refuse_control
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "k8s"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "k8s"
 GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"
 MAX_GRACE_PERIOD = 3600

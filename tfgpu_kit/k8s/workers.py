@@ -25,7 +25,7 @@ from tfgpu.settings import parse_bool, parse_environment
 from tfgpu_kit import name_rules
 from tfgpu_kit.errors import UsageError
 from tfgpu_kit.flag_values import whole_number
-from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
+from tfgpu_kit.k8s.flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
 
 MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
 # --trainer: the pod's JobSet name (its TrainJob's), from the downward API; Kubernetes expands
@@ -121,7 +121,7 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
             (tf_config.CHIEF_HOST, chief),
         ]
     # each group's first and last pod's environment, exactly as rendered for its role (a
-    # parameter server without a GPU gets no GPU setting: k8s_env.for_role), checked as the
+    # parameter server without a GPU gets no GPU setting: for_role), checked as the
     # runtime will check it in the pod: a value it refuses is refused here, naming the role
     last = {CHIEF: 0, JOBSET_JOB: count - 1, PS: servers - 1} if servers else {None: count - 1}
     for role, index in last.items():
