@@ -296,7 +296,7 @@ def test_a_flood_of_idle_clients_keeps_livez_answering() -> None:
     probe (LIVEZ_PROBES: 5 s), and the median within Kubernetes' default probe timeout (1 s), so
     a healthy pod is not restarted. Idle connections used to be paced like answers (50 a
     second) and held the probe behind them for 2.4 s, whatever the host's speed."""
-    from tfgpu_kit.k8s_manifests import LIVEZ_PROBES
+    from tfgpu_kit.k8s.render import LIVEZ_PROBES
 
     server = metrics_server.serve(
         lambda environ, start: [b""], "127.0.0.1", 0, livez=lambda: (True, "ok\n")

@@ -3,8 +3,9 @@ case of the contract's inputs as the door (`tfgpu run`) does, and the three agre
 Hypothesis generates for the recovery, worker, Keras and metrics-address variables (item 5):
 the same verdict, the same variable named.
 
-k8s is asked through k8s_env.pod_env, the code behind `--env` (the whole command adds refusals of
-its own that no container has: a /livez probe on a loopback address, --workers' owned names)."""
+k8s is asked through pod_env of tfgpu_kit.k8s.env, the code behind `--env` (the whole command adds
+refusals of its own that no container has: a /livez probe on a loopback address, --workers' owned
+names)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from tfgpu.settings import parse_environment
 from tests.scale.helpers import errors, plan_json, write
 from tests.scale.test_plan_compose import gpu, service
 from tests.scale.test_plan_kube import container, job
-from tfgpu_kit import cli, k8s_env, k8s_workers
+from tfgpu_kit import cli
+from tfgpu_kit.k8s.env import pod_env
+from tfgpu_kit.k8s.workers import MAX_WORKERS
 from tfgpu_kit.matrix import local_driver
 from tfgpu_kit.shared.errors import UsageError
 
@@ -73,7 +76,7 @@ def test_k8s_names_the_flag_that_owns_a_workers_variable(
 
 
 def test_one_bound_for_workers_said_in_help(capsys: pytest.CaptureFixture[str]) -> None:
-    assert k8s_workers.MAX_WORKERS == tf_config.MAX_WORKERS
+    assert MAX_WORKERS == tf_config.MAX_WORKERS
     code, err = k8s(capsys, "--kind", "job", "--workers", str(tf_config.MAX_WORKERS + 1))
     assert code == 2 and f"from 1 to {tf_config.MAX_WORKERS}" in err
     with pytest.raises(SystemExit):
@@ -240,7 +243,7 @@ def door(env: dict[str, str]) -> str | None:
 def k8s_verdict(env: dict[str, str]) -> str | None:
     """None: accepted; else the message, which must name the door's variable."""
     try:
-        k8s_env.pod_env({}, [f"{k}={v}" for k, v in env.items()], 1)
+        pod_env({}, [f"{k}={v}" for k, v in env.items()], 1)
     except UsageError as error:
         return str(error)
     return None

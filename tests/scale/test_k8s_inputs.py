@@ -10,7 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tfgpu_kit import cli, k8s_manifests
+from tfgpu_kit import cli
+from tfgpu_kit.k8s import render
 
 KUBERNETES = kubernetes_validate.latest_version()
 IMAGE = "registry.example/tfgpu/tensorflow:2.21.0-gpu"
@@ -152,7 +153,7 @@ def test_device_plugin_namespace_cannot_add_documents(capsys: pytest.CaptureFixt
 
 def test_comment_filter_refuses_what_would_end_a_comment() -> None:
     # the last line of defence, should a value ever reach a comment unchecked
-    template = k8s_manifests._jinja().from_string("# {{ v | comment }}\n")
+    template = render._jinja().from_string("# {{ v | comment }}\n")
     assert template.render(v="gpu-operator") == "# gpu-operator\n"
     with pytest.raises(ValueError, match="not written into a comment"):
         template.render(v="x\nkind: Secret")
@@ -162,7 +163,7 @@ def test_comment_filter_refuses_what_would_end_a_comment() -> None:
 def test_quoting_filter_keeps_every_character(char: str) -> None:
     # ensure_ascii=False let YAML read U+2028/U+0085 as line breaks (folded to spaces)
     value = f"a{char}b"
-    rendered = k8s_manifests._jinja().from_string("v: {{ v | q }}\n").render(v=value)
+    rendered = render._jinja().from_string("v: {{ v | q }}\n").render(v=value)
     assert rendered.isascii()
     assert yaml.safe_load(rendered) == {"v": value}
 

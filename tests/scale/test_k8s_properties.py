@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from tests.memory_bound import memory_bound
 from tests.scale.podmonitor_schema import validate_pod_monitor
-from tfgpu_kit import cli, k8s_manifests
+from tfgpu_kit import cli, k8s
+from tfgpu_kit.cli.command import request
+from tfgpu_kit.k8s.flags import Flags
 from tfgpu_kit.shared.errors import UsageError
 
 KUBERNETES = kubernetes_validate.latest_version()
@@ -110,7 +112,7 @@ def _argv(flag: str, value: str) -> list[str]:
 def _render(flag: str, value: str) -> list[dict[str, Any]] | UsageError:
     args = cli.parser().parse_args(_argv(flag, value))
     try:
-        outputs = k8s_manifests.manifests(k8s_manifests.Flags.from_namespace(args))
+        outputs = k8s.manifests(request(Flags, args))
     except UsageError as error:
         return error
     return [doc for _, text in outputs for doc in yaml.safe_load_all(text) if doc is not None]

@@ -7,7 +7,7 @@ ff69552e79ad21652c36caa97038382e55625cf7, config/components/crd/bases) describe 
 ClusterQueue, Workload and other objects of its own, none of which the kit renders: what Kueue
 reads from ours is the label, checked here on every Job, JobSet and Deployment, and `suspend`.
 The host names each parameter-server pod is given are held to the pods' host names by the
-JobSet and Indexed Job naming rules (tfgpu_kit/k8s_workers.py cites them).
+JobSet and Indexed Job naming rules (tfgpu_kit/k8s/workers.py cites them).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ import yaml
 from tests.scale.helpers import errors, plan_json, training_pods, validate_job_templates, write
 from tests.scale.test_k8s_multiworker import JOBSET_SCHEMA
 from tests.scale.test_k8s_trainer import RUNTIME_SCHEMA, TRAINJOB_SCHEMA
-from tfgpu_kit import cli, kube_quantity
+from tfgpu_kit import cli
+from tfgpu_kit.shared import kube_quantity
 
 IMAGE = "registry.example/tfgpu/tensorflow:2.21.0-gpu"
 VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]

@@ -27,7 +27,6 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from tfgpu_kit import kube_quantity
 from tfgpu_kit.plan import devices, envvars
 from tfgpu_kit.plan.fields import (
     MAX_COUNT,
@@ -41,6 +40,7 @@ from tfgpu_kit.plan.fields import (
     text,
 )
 from tfgpu_kit.plan.model import GpuRequest, Placement, Unresolved, Workload
+from tfgpu_kit.shared import kube_quantity
 from tfgpu_kit.shared.errors import UsageError
 from tfgpu_kit.shared.flag_values import duration_text
 from tfgpu_kit.shared.yamlfile import YamlLimitError, load_text, shown

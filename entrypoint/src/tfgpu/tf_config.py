@@ -73,7 +73,7 @@ LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
 JOB_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
 PLACEHOLDER = "{index}"
 DEFAULT_PORT = 2222  # the port TensorFlow's own distributed examples use
-# One bound for the door and `build.py k8s --workers` (tfgpu_kit.k8s_workers): far above any one
+# One bound for the door and `build.py k8s --workers` (tfgpu_kit.k8s.workers): far above any one
 # collective's size. The TF_CONFIG the kit builds is bounded too (MAX_TF_CONFIG_BYTES).
 MAX_WORKERS = 1000
 # Linux refuses an exec whose any one environment string is over 128 KiB (MAX_ARG_STRLEN: E2BIG,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from tfgpu_kit import kube_quantity
-from tfgpu_kit.k8s_flags import DEFAULTS, EXAMPLES, Flags
+from tfgpu_kit.k8s.flags import DEFAULTS, EXAMPLES, MAX_DEADLINE_S, Flags
+from tfgpu_kit.shared import kube_quantity
 from tfgpu_kit.shared.errors import UsageError
 from tfgpu_kit.shared.flag_values import duration_seconds, duration_text
 
@@ -22,8 +22,6 @@ SHM_FORMS = (
     "a Kubernetes quantity of bytes above 64Mi (1Gi, 512Mi, 2G; a bare number is bytes), or none "
     "(no volume: the container runtime's 64 MiB)"
 )
-# Kubernetes takes any int64; a year bounds a typo, and stays inside int32 for any consumer.
-MAX_DEADLINE_S = 365 * 86400
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def shared_memory(flags: Flags) -> SharedMemory | None:
             f"--shm-size {value!r} is not valid: accepted: {SHM_FORMS}; "
             f"example: --shm-size {EXAMPLES['shm_size']}"
         )
-    memory = kube_quantity.parse(flags.memory)  # a quantity: _check_names has seen to it
+    memory = kube_quantity.parse(flags.memory)  # a quantity: check.py has seen to it
     if memory is not None and size >= memory:
         given = "" if flags.shm_size is not None else " (the default)"
         raise UsageError(

@@ -1,5 +1,6 @@
-"""`build.py k8s --workers N`: the flags of a multi-worker training Job checked, and the variables
-each worker gets (tfgpu.tf_config builds TF_CONFIG from them in the pod).
+"""`build.py k8s --workers N`: the flags of a multi-worker training Job checked, the group they
+describe (`Workers`, its roles), and the variables each worker gets (tfgpu.tf_config builds
+TF_CONFIG from them in the pod).
 
 The host names are Kubernetes' own: an Indexed Job's pod `<job>-<index>` under the headless
 Service named by the pod's `subdomain` resolves as `<job>-<index>.<service>` (kubernetes.io,
@@ -17,16 +18,28 @@ TF_GPU_CHIEF_HOST and TF_GPU_ROLE besides the workers' variables.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, field
 
 from tfgpu import tf_config
 from tfgpu.errors import ConfigError, shown
 from tfgpu.settings import parse_bool, parse_environment
 
-from tfgpu_kit.k8s_flags import CHIEF, JOBSET_JOB, PS, TRAINER_NODE, Flags, Workers
+from tfgpu_kit.k8s.flags import Flags
 from tfgpu_kit.shared import name_rules
 from tfgpu_kit.shared.errors import UsageError
 from tfgpu_kit.shared.flag_values import whole_number
 
+JOBSET_JOB = "worker"  # the JobSet's one replicatedJob
+# Parameter-server training (--ps): the replicatedJobs of the JobSet, and the suffixes of the
+# three Indexed Jobs, in the order TF_CONFIG lists them; short, as Trainer v2.4.0 caps a
+# runtime's replicatedJob names at 20 characters
+CHIEF, WORKER, PS = "chief", "worker", "ps"
+ROLES = (CHIEF, WORKER, PS)
+# Kubeflow Trainer v2 (--trainer): the replicatedJob and container its TrainJob's `trainer`
+# settings (and numNodes) apply to, marked by the ancestor label (kubeflow/trainer
+# 8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3, pkg/constants/constants.go Node, LabelTrainJobAncestor)
+TRAINER_NODE = "node"
+TRAINER_ANCESTOR = ("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
 MAX_WORKERS = tf_config.MAX_WORKERS  # the runtime's bound: one for TF_GPU_WORKERS and --workers
 # --trainer: the pod's JobSet name (its TrainJob's), from the downward API; Kubernetes expands
 # $(JOBSET_NAME) in the later variables' values (kubernetes.io, "Define Dependent Environment
@@ -41,6 +54,28 @@ OWNED = (
     tf_config.TF_CONFIG,
     tf_config.LEGACY_KERAS,
 )
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Multi-worker training: an Indexed Job of `count` pods and its headless Service,
+    or a JobSet; TF_CONFIG is built in each pod by the runtime (tfgpu.tf_config)."""
+
+    count: int
+    port: int
+    jobset: bool = False
+    max_restarts: int = 3  # gang restarts of the whole group before the workload fails
+    checkpoint_claim: str | None = None  # a claim mounted at flags.CHECKPOINT_PATH
+    env: list[tuple[str, str]] = field(default_factory=list)  # the workers' own variables
+    ps: int = 0  # parameter servers (--ps): 0 = MultiWorkerMirroredStrategy, no chief or ps
+    role: str = WORKER  # the group of a parameter-server cluster this Job runs (ROLES)
+    trainer: bool = False  # a Kubeflow Trainer v2 runtime: host names from the pod's JobSet name
+
+    @property
+    def backoff_limit(self) -> int:
+        """Indexed Job: every gang restart fails all `count` pods (the collective fails on each
+        survivor too), so `max_restarts` restarts cost `count * max_restarts` failures."""
+        return self.count * self.max_restarts
 
 
 def refuse_owned(flags: Flags) -> None:
@@ -121,7 +156,7 @@ def workers(flags: Flags, env: list[tuple[str, str]]) -> Workers:
             (tf_config.CHIEF_HOST, chief),
         ]
     # each group's first and last pod's environment, exactly as rendered for its role (a
-    # parameter server without a GPU gets no GPU setting: k8s_env.for_role), checked as the
+    # parameter server without a GPU gets no GPU setting: for_role), checked as the
     # runtime will check it in the pod: a value it refuses is refused here, naming the role
     last = {CHIEF: 0, JOBSET_JOB: count - 1, PS: servers - 1} if servers else {None: count - 1}
     for role, index in last.items():

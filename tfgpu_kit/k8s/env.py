@@ -139,7 +139,7 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
     """Parse the pod's whole environment as `tfgpu run` will, and check its lists against the
     pod's GPU count; the settings the runtime will have."""
     # TF_GPU_PS_GPUS needs TF_GPU_PS, which --ps sets: its value is read here, the whole with the
-    # workers' variables (k8s_workers), and without --ps it is refused there
+    # workers' variables (workers.py), and without --ps it is refused there
     own = {name: value for name, value in env if name != PS_GPUS}
     try:
         if PS_GPUS in dict(env):
