@@ -5,15 +5,16 @@ that cites one of its tickets (the word "issue" followed by its number) explains
 and goes stale as the code moves on. Each such line should say what the code does and why. Upstream
 citations are sources and stay: `owner/repo#N`, and URLs ending in `/issues/N`.
 
-Read: every .py file under tfgpu_kit/, entrypoint/, tests/, benchmarks/, tools/ and fakegpu/,
-build.py, docs/*.md, README.md, images/*.yaml, and every file under templates/ and examples/.
+Read: every text file a commit would carry (`read`), but the LICENSE, the locks and the
+generated Dockerfiles.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
+
+from tests.test_docs_self_contained import repository_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,14 +34,9 @@ def read(rel: str) -> bool:
 
 
 def files() -> list[str]:
-    """Tracked files and new ones git does not ignore: what a commit would carry."""
-    out = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    return sorted(rel for rel in out.decode().split("\0") if read(rel) and (ROOT / rel).is_file())
+    """What a commit would carry (repository_files), the ones this check reads."""
+    rels = (path.relative_to(ROOT).as_posix() for path in repository_files())
+    return sorted(rel for rel in rels if read(rel))
 
 
 def references(text: str) -> list[tuple[int, str]]:
