@@ -4,18 +4,10 @@
   are skipped with the reason. With `CI=true` an unreachable engine is an
   *error* in every such test, never a skip, and a run in which no `docker` test
   passed fails: a green CI run means the container tests ran.
-- `./kit test` runs on two pytest-xdist workers (pyproject.toml: `-n 2`), for time, with the
-  suite's own scheduler (tests/xdist_groups.py): the container tests of the 2.21 family share
-  session fixtures (stand-ins, images, the compose stack) and run as one group on one worker; the
-  CUDA 11.8 images' module and the arm64 module build images of their own and run as a group
-  each, beside it on the other worker, with the tests that need no engine; the container tests
-  that only need the kit's images as built come last, for whichever worker is free (the images
-  are built once per run). Builds and prunes on the one engine are kept apart by
-  tests/engine_lock.py. The summary gives the run's lowest free
-  disk space (tests/disk_watch.py): the CUDA 11.8 family (~13 GB, removed when its module ends)
-  now shares the disk with the 2.21 family's first builds.
-- Run on one process (`-n 0`), the CUDA 11.8 module runs before every other test, so that its
-  stand-ins and images never share the disk with the 2.21 family.
+- The container tests take their images from the engine; they build none of them
+  (tests/kit_images.py: `./kit test-images` builds them before pytest).
+- `./kit test` runs on two pytest-xdist workers (pyproject.toml: `-n 2 --dist loadscope`):
+  each module is one unit of work, so its module-scoped fixtures are made once.
 - At the end, one line per test group (directory under tests/, and the `docker`
   marker) says what ran, so the CI log shows it, and a group with test files of
   which nothing was collected is named. Under CI=true, in a whole-suite run (no paths given),
@@ -42,21 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-# The stand-in bases and the kit's images, built once per run for tests/containers and tests/gpu.
+# The images the container tests take from the engine (tests/kit_images.py).
 pytest_plugins = ["tests.kit_images"]
 
-from tests import summary_notes, xdist_groups  # noqa: E402
 from tests.ci_policy import ci_or_skip, in_ci  # noqa: E402 (needs the sys.path line above)
-from tests.disk_watch import DiskWatch, default_paths  # noqa: E402
 from tests.gpu import report as claims_report  # noqa: E402
 
-# The module whose images are removed when it ends; it runs first on one process (docstring).
-FIRST = "tests/gpu/test_cuda11_images.py"
-_watch: list[DiskWatch] = []
 # What each xdist worker handed over of its GPU claims (tests/gpu/report.py)
 _gpu_claims: list[str] = []
-# On the xdist controller: the file in which the workers write each test's group
-_groups_file: list[str] = []
 
 
 @pytest.fixture(autouse=True)
@@ -82,13 +67,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--gpu-image",
         metavar="IMAGE",
-        help="the kit image tests/gpu runs (default: the 2.21 gpu image built from the stand-ins)",
+        help="the kit image tests/gpu runs (default: the 2.21 gpu image `./kit test-images` "
+        "builds from the stand-ins)",
     )
     group.addoption(
         "--gpu-slim-image",
         metavar="IMAGE",
-        help="the slim kit image tests/gpu also runs (default: the 2.21 gpu-slim image built from "
-        "the stand-ins; with --gpu-image alone the slim runs are skipped)",
+        help="the slim kit image tests/gpu also runs (default: the 2.21 gpu-slim image `python -m "
+        "tests.prepare` builds; with --gpu-image alone the slim runs are skipped)",
     )
 
 
@@ -110,87 +96,25 @@ def _worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _worker(config):
-        # each test's group, for the controller's scheduler (tests/xdist_groups.py)
-        groups = xdist_groups.order(items)
-        if path := config.workerinput.get(xdist_groups.KEY):  # type: ignore[attr-defined]
-            xdist_groups.write(path, groups)
-        return
-    # one process: a stable sort, the first module's tests keep their order, and so do the others
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST + "::"))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """On the xdist controller, for each worker: where to write its tests' groups."""
-    node.workerinput[xdist_groups.KEY] = _groups_path()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """The suite's scheduler, whatever --dist says: its groups keep the shared images on one
-    worker (tests/xdist_groups.py)."""
-    return xdist_groups.GroupScheduling(config, log, groups_file=_groups_path())
-
-
-def _groups_path() -> str:
-    """On the controller: this run's groups file, made when first asked for."""
-    if not _groups_file:
-        _groups_file.append(xdist_groups.new_groups_file())
-    return _groups_file[0]
-
-
-def _docker_root() -> str | None:
-    """The engine's data root, where its images take space (None without an engine)."""
-    if engine_problem() is not None:
-        return None
-    import docker
-
-    client = docker.from_env(timeout=10)
-    try:
-        return str(client.info()["DockerRootDir"])
-    finally:
-        client.close()
-
-
-def _watch_disk() -> None:
-    watch = DiskWatch(default_paths(_docker_root()))
-    watch.start()
-    _watch.append(watch)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    # on one process; under xdist the controller watches (below), not each worker
-    if _worker(session.config):
-        return
-    if any(item.get_closest_marker("docker") for item in session.items):
-        _watch_disk()
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The container tests first (a stable sort, the same on every worker): the long modules are
+    handed out while the short ones are left to even out the workers' ends."""
+    items.sort(key=lambda item: item.get_closest_marker("docker") is None)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
     """On the xdist controller, which collects nothing itself: what each worker collected (the
-    same on every worker) for the groups' summary, and the disk watch when containers run."""
+    same on every worker), for the groups' summary."""
     _collected.update(_group(nodeid) for nodeid in ids)
-    # the worker wrote its groups before it sent its collection: any group means containers
-    if not _watch and _groups_file and Path(_groups_file[0]).read_text().strip("{} \n"):
-        _watch_disk()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """On the controller: a worker's GPU claims, for the one gpu-report.json, and its summary
-    notes (tests/summary_notes.py)."""
+    """On the controller: a worker's GPU claims, for the one gpu-report.json."""
     output = getattr(node, "workeroutput", {})
     if handed := output.get(claims_report.KEY):
         _gpu_claims.append(handed)
-    summary_notes.merge(output.get(summary_notes.KEY, []))
-
-
-def pytest_runtest_logstart(nodeid: str) -> None:
-    for watch in _watch:
-        watch.where = nodeid
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -240,18 +164,7 @@ def _groups_not_collected() -> list[str]:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    if _worker(config):
-        return
-    for title, lines in summary_notes.sections().items():
-        terminalreporter.section(title)
-        for line in lines:
-            terminalreporter.write_line(line)
-    for watch in _watch:
-        watch.stop()
-        terminalreporter.section("disk: the run's lowest free space")
-        for line in watch.lines():
-            terminalreporter.write_line(line)
-    if not _outcomes:
+    if _worker(config) or not _outcomes:
         return
     terminalreporter.section("test groups that ran")
     for group in sorted(_outcomes):
@@ -267,12 +180,9 @@ def pytest_terminal_summary(
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _worker(session.config):
-        session.config.workeroutput[summary_notes.KEY] = summary_notes.taken()  # type: ignore[attr-defined]
         return  # the controller judges the whole run
     if _gpu_claims:
         claims_report.write_merged(_gpu_claims)
-    for path in _groups_file:
-        Path(path).unlink(missing_ok=True)
     if not in_ci() or exitstatus != 0:
         return
     # A CI run whose container tests were all deselected or skipped is not green.

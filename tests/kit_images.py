@@ -1,47 +1,36 @@
-"""Session fixtures shared by the container tests (tests/containers) and the GPU tests
-(tests/gpu), loaded once for the whole run by tests/conftest.py (`pytest_plugins`), so the
-stand-in bases and the kit's images are built once: the stand-ins, the kit's images built
-from them by `build.py build --base-registry …` (the code path of a team with a registry
-mirror).
+"""The images the container tests run (tests/containers, tests/gpu, tests/monitoring,
+tests/multiworker), the lines that make them, and the fixtures that take them from the engine.
+
+The suite never builds them. `./kit test-images` (tests/prepare.py, CI's step before pytest) builds
+the stand-in bases and then each image below with `./kit build`, as a user runs it, keeping each
+build's output (`RECORDS`); the tests take the images by name. A test can be pointed at other
+images with `--suite-image KEY=REF` (or `--gpu-image` for tests/gpu). An image missing from the
+engine fails the test under CI=true and skips it elsewhere, naming the `./kit build` line that
+makes it.
 
 2.21.0's stand-in base lacks what its TensorFlow needs (CUDA 12.5, cuDNN 9), as the official
 one does: its kit images add NVIDIA's wheels. 2.17.0's base is enough: its image adds nothing.
-2.14.0 and 2.15.0 (CUDA 11.8 stand-ins, `cuda11_images`) each have a repair of their own: the cu11
-wheel set of 2.14 and the CUDA 12.2 set of 2.15.
-
-Disk: the CI machine's disk is limited and the suite's images are big (a repaired image's wheels
-are ~3 GB, its builder stage's leftover ~5 GB), so what the session holds at once is kept down by
-construction, not by the host's free space: each `build.py build` builds one image, so the builder
-stage it leaves is dropped before the next; the CUDA 11.8 family (its stand-ins and images, ~13 GB)
-is used by one module only, runs first (tests/conftest.py) and is removed when that module ends,
-so it never sits on the disk beside the 2.21 family. tests/disk_watch.py prints the run's lowest
-free space."""
+2.14.0 and 2.15.0 (CUDA 11.8 stand-ins) each have a repair of their own: the cu11 wheel set of
+2.14 and the CUDA 12.2 set of 2.15."""
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 import docker
 import pytest
 
-from tests import engine_lock
-from tests.base_standins import (
-    CUDA11,
-    CUDA11_STANDINS,
-    CUDA12_STANDINS,
-    REGISTRY,
-    SLIM_STANDINS,
-    Result,
-    build_all,
-    gpu_tag,
-)
+from tests.base_standins import CUDA11, REGISTRY
+from tests.ci_policy import ci_or_skip
+from tfgpu_kit.matrix import catalog, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "2.21.0"
@@ -53,12 +42,72 @@ KIT_OLDER = f"{KIT_REPO}:{OLDER}-gpu"
 KIT_SLIM = f"{KIT_REPO}:{VERSION}-gpu-slim"  # the slim variant: no CUDA in its base
 # The CUDA 11.8 bases' releases: one image per CUDA repair recipe of theirs
 CUDA11_VERSIONS = CUDA11.tf_versions  # ("2.14.0", "2.15.0")
-# The 2.21 image built with --cuda-source base (no repair: TensorFlow cannot use the GPU) gets
+# The 2.21 image built with --cuda-source base (no repair: TensorFlow cannot use the GPU) has
 # its own registry prefix so that it never replaces the good image's tags.
 BROKEN_REGISTRY = "tfgpu-broken.local"
 KIT_BROKEN = f"{BROKEN_REGISTRY}/{KIT_REPO}:{VERSION}-gpu"
-# Where _kit_build(keep_builder=True) keeps a build's builder stage (tagged: no prune drops it)
-KEPT_BUILDER = "tfgpu-test.local/kept-builder"
+# 2.17.0-gpu again through the legacy builder, for the BuildKit comparison
+LEGACY_REGISTRY = "tfgpu-legacy.local"
+KIT_OLDER_LEGACY = f"{LEGACY_REGISTRY}/{KIT_REPO}:{OLDER}-gpu"
+L4T = catalog.jetson_images(spec.load())[0]
+KIT_L4T = L4T.tags()[0]
+# Where `./kit test-images` keeps each build's stdout (KEY.out) and stderr (KEY.err)
+RECORDS = Path(
+    os.environ.get("TFGPU_SUITE_RECORDS")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfgpu-suite"
+)
+PREPARE = "./kit test-images"
+
+
+@dataclass(frozen=True)
+class SuiteImage:
+    """One image the suite runs: its reference, the `./kit build` arguments that make it, the
+    stand-ins (`python -m tests.base_standins build NAME…`) it is built FROM, its group
+    (`./kit test-images GROUP`), and whether its build prints the people's table rather
+    than `--json`."""
+
+    key: str
+    ref: str
+    build: tuple[str, ...]
+    standins: tuple[str, ...]
+    group: str = "core"
+    table: bool = False
+
+    def line(self) -> str:
+        return "./kit build " + " ".join(self.build)
+
+
+def _kit(name: str, *more: str) -> tuple[str, ...]:
+    return (name, "--base-registry", REGISTRY, *more)
+
+
+# In build order: what a later image reuses of an earlier one's cache comes first.
+SUITE_IMAGES = (
+    SuiteImage("gpu", KIT_GPU, _kit(f"{VERSION}-gpu"), (f"gpu-{VERSION}",)),
+    SuiteImage("gpu-jupyter", KIT_JUPYTER, _kit(f"{VERSION}-gpu-jupyter"), ("jupyter",)),
+    SuiteImage(
+        "broken",
+        KIT_BROKEN,
+        _kit(f"{VERSION}-gpu", "--cuda-source", "base", "--registry", BROKEN_REGISTRY),
+        (f"gpu-{VERSION}",),
+    ),
+    SuiteImage("older", KIT_OLDER, _kit(f"{OLDER}-gpu"), (f"gpu-{OLDER}",)),
+    SuiteImage(
+        "older-legacy",
+        KIT_OLDER_LEGACY,
+        _kit(f"{OLDER}-gpu", "--registry", LEGACY_REGISTRY, "--builder", "legacy"),
+        (f"gpu-{OLDER}",),
+        table=True,
+    ),
+    SuiteImage("slim", KIT_SLIM, _kit(f"{VERSION}-gpu-slim"), ("slim",)),
+    *(
+        SuiteImage(f"cuda11-{v}", f"{KIT_REPO}:{v}-gpu", _kit(f"{v}-gpu"), (f"gpu-{v}",), "cuda11")
+        for v in CUDA11_VERSIONS
+    ),
+    SuiteImage("l4t", KIT_L4T, _kit(L4T.name), ("l4t",), "arm64"),
+)
+BY_KEY = {image.key: image for image in SUITE_IMAGES}
+GROUPS = tuple(dict.fromkeys(image.group for image in SUITE_IMAGES))
 
 
 COMPOSE_MISSING = "neither `docker compose` nor `docker-compose` is installed"
@@ -78,24 +127,16 @@ def compose_command() -> list[str] | None:
 def build_py(
     *args: str, timeout: float = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python build.py ARGS…` from the checkout, as a user runs it; a `build` holds
-    engine_lock.building() (no prune by the other worker meanwhile) and uses the legacy builder
-    unless it names one: the keeping and pruning below count the legacy builder's dangling images,
-    and the same builder on every host keeps the cache hits the tests rely on
-    (tests/containers/test_buildkit.py builds through BuildKit)."""
-    if args[:1] == ("build",) and "--builder" not in args:
-        args = (*args, "--builder", "legacy")
-    lock = engine_lock.building() if args[:1] == ("build",) else contextlib.nullcontext()
-    with lock:
-        return subprocess.run(
-            [sys.executable, str(ROOT / "build.py"), *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, **env} if env else None,
-        )
+    """`python build.py ARGS…` from the checkout, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **env} if env else None,
+    )
 
 
 def buildkit_cli_on_path() -> str | None:
@@ -115,9 +156,97 @@ def buildkit_cli_on_path() -> str | None:
     return None
 
 
-def _progress(message: str) -> None:
-    # Visible with -s, and in CI's log on failure; long session fixtures say what they do.
-    print(f"[containers] {message}", file=sys.stderr, flush=True)
+def how_to_make(image: SuiteImage) -> str:
+    return (
+        f"make it with `{image.line()}` (after `python -m tests.base_standins build"
+        f" {' '.join(image.standins)}`), or with every image of its group: `{PREPARE}"
+        f" {image.group}`"
+    )
+
+
+def _missing(what: str, image: SuiteImage) -> NoReturn:
+    ci_or_skip(
+        f"{what}: {how_to_make(image)}",
+        in_ci_because="; .ci/run builds the suite's images before pytest",
+    )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("tfgpu suite images").addoption(
+        "--suite-image",
+        action="append",
+        default=[],
+        metavar="KEY=REF",
+        help="run the container tests against REF for the suite's image KEY (one of "
+        f"{', '.join(BY_KEY)}); default: the tags `{PREPARE}` builds",
+    )
+
+
+def _overrides(config: pytest.Config) -> dict[str, str]:
+    chosen: dict[str, str] = {}
+    for item in config.getoption("--suite-image"):
+        key, sep, ref = str(item).partition("=")
+        if not sep or key not in BY_KEY or not ref:
+            raise pytest.UsageError(
+                f"--suite-image {item!r}: expected KEY=REF with KEY one of {', '.join(BY_KEY)}"
+                f" (e.g. --suite-image gpu={KIT_GPU})"
+            )
+        chosen[key] = ref
+    return chosen
+
+
+def take(request: pytest.FixtureRequest, key: str) -> str:
+    """The reference of the suite's image KEY, present in the engine (else fail in CI, skip
+    elsewhere, naming the line that makes it)."""
+    image = BY_KEY[key]
+    ref = _overrides(request.config).get(key, image.ref)
+    client: docker.DockerClient = request.getfixturevalue("docker_client")
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        _missing(f"the suite's image {key!r} ({ref}) is not in the engine", image)
+    return ref
+
+
+def take_standin(request: pytest.FixtureRequest, tag: str, key: str) -> str:
+    """A stand-in base by tag, present in the engine (the same rule as `take`)."""
+    client: docker.DockerClient = request.getfixturevalue("docker_client")
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        _missing(f"the stand-in base {tag} is not in the engine", BY_KEY[key])
+    return tag
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """What `./kit test-images` kept of one image's `./kit build`: the command line, its
+    exit code, stdout and stderr."""
+
+    command: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def record_path(key: str) -> Path:
+    return RECORDS / f"{key}.json"
+
+
+def write_record(key: str, record: BuildRecord) -> None:
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    partial = record_path(key).with_suffix(f".{os.getpid()}")
+    partial.write_text(json.dumps(record.__dict__))
+    partial.replace(record_path(key))
+
+
+def take_record(key: str) -> BuildRecord:
+    """The kept build of image KEY (fail in CI, skip elsewhere when there is none)."""
+    path = record_path(key)
+    if not path.is_file():
+        _missing(f"no record of the build of the suite's image {key!r} in {RECORDS}", BY_KEY[key])
+    data: dict[str, Any] = json.loads(path.read_text())
+    return BuildRecord(**data)
 
 
 @pytest.fixture(scope="session")
@@ -128,167 +257,34 @@ def docker_client() -> Iterator[docker.DockerClient]:
 
 
 @pytest.fixture(scope="session")
-def standins(docker_client: docker.DockerClient) -> list[Result]:
-    """Build the stand-in bases, or reuse them when their inputs have not changed."""
-    t0 = time.monotonic()
-    results = build_all(CUDA12_STANDINS)  # locks of its own (base_standins/cache_lock.py)
-    _progress(f"stand-ins ready in {time.monotonic() - t0:.0f}s")
-    return results
-
-
-@pytest.fixture(scope="module")
-def cuda11_standins(docker_client: docker.DockerClient) -> Iterator[list[Result]]:
-    """The stand-ins of the CUDA 11.8 bases (2.14.0-gpu, 2.15.0-gpu), built or reused; removed
-    when the module that uses them ends (see the module's docstring: disk)."""
-    t0 = time.monotonic()
-    results = build_all(CUDA11_STANDINS)
-    _progress(f"CUDA 11.8 stand-ins ready in {time.monotonic() - t0:.0f}s")
-    yield results
-    # the TensorFlow stand-ins before the CUDA base they are built FROM
-    _drop(docker_client, [*(gpu_tag(v) for v in CUDA11_VERSIONS), CUDA11.tag])
-
-
-def _drop(client: docker.DockerClient, refs: list[str]) -> None:
-    """Remove these images (every tag of each) and the containers made from them, then the
-    dangling images, so that their layers leave the disk now."""
-    data_root = str(client.info()["DockerRootDir"])  # where the layers are (the engine is local)
-    before = shutil.disk_usage(data_root).free
-    for ref in refs:
-        try:
-            image = client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            continue
-        for container in client.containers.list(all=True, filters={"ancestor": image.id}):
-            container.remove(force=True)
-        # By tag, not by id: an id with dependent children (another build's stage 1 FROM this
-        # stand-in, whose prune the other worker put off) is refused even with force (409);
-        # untagged, its layers go with the next prune of dangling images, on either worker.
-        for tag in image.tags:
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(tag)
-    _prune_dangling(client)
-    freed = shutil.disk_usage(data_root).free - before
-    _progress(f"removed {', '.join(refs)}: {freed / 2**30:.1f} GiB freed")
-
-
-def _kit_build(image: str, *args: str, keep_builder: bool = False) -> None:
-    """`build.py build IMAGE ARGS…`: one image per command, so that the builder stage it leaves
-    (several GB) is dropped before the next image is built; unless `keep_builder`: then the
-    dangling images the build made (its builder stage) are kept under KEPT_BUILDER's tags, so a
-    rebuild of the same image is all cache hits, until `release_kept_builders()`."""
-    args = (image, *args)
-    client = docker.from_env()
-    try:
-        # held until the builder stage is tagged: no prune elsewhere takes it first
-        with engine_lock.building():
-            before = _dangling(client)
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                before.add(client.images.get(f"{KIT_REPO}:{image}").id)  # what it replaces
-            t0 = time.monotonic()
-            proc = build_py("build", *args)
-            command = f"build.py build {' '.join(args)}"
-            output = f"{proc.stdout}\n{proc.stderr}"
-            assert proc.returncode == 0, f"{command} exited {proc.returncode}\n{output}"
-            _progress(f"{command}: {time.monotonic() - t0:.0f}s")
-            if keep_builder:
-                # (a build running elsewhere may have dangling images now: kept as well, which
-                # costs disk until release_kept_builders, never the build)
-                made = sorted(_dangling(client) - before)
-                for n, kept in enumerate(made):
-                    client.api.tag(kept, KEPT_BUILDER, str(n))
-                _progress(f"kept {len(made)} dangling image(s) of the build as {KEPT_BUILDER}:N")
-        freed = _prune_dangling(client)
-    finally:
-        client.close()
-    _progress(f"dropped the images this build replaced: {_said(freed)}")
-
-
-def _dangling(client: docker.DockerClient) -> set[str]:
-    """The ids of the dangling images, from one listing: docker-py's images.list inspects each
-    image it lists, and one removed meanwhile (the other worker's prune) raised ImageNotFound."""
-    return {str(i) for i in client.api.images(filters={"dangling": True}, quiet=True)}
-
-
-def release_kept_builders(client: docker.DockerClient) -> None:
-    """Drop what `_kit_build(keep_builder=True)` kept (its tags, then the layers)."""
-    for image in client.api.images(name=KEPT_BUILDER):
-        for tag in image.get("RepoTags") or []:
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(tag, force=True)
-    freed = _prune_dangling(client)
-    _progress(f"released the kept builder stages: {_said(freed)}")
-
-
-def _prune_dangling(client: docker.DockerClient) -> int | None:
-    """Drop the dangling images, the bytes freed: a rebuilt image's predecessor (~3 GB with the
-    CUDA wheels) and a build's builder stage (~5 GB), which ran the CUDA 11.8 builds out of disk.
-    None: put off, as the other worker builds and the disk is not short (tests/engine_lock.py);
-    the next prune on either worker takes these too."""
-    free = shutil.disk_usage(str(client.info()["DockerRootDir"])).free  # the engine is local
-    with engine_lock.pruning(free_bytes=free) as may:
-        if not may:
-            return None
-        return int(client.images.prune(filters={"dangling": True}).get("SpaceReclaimed") or 0)
-
-
-def _said(freed: int | None) -> str:
-    if freed is None:
-        return "put off (the other worker builds; the next prune takes them)"
-    return f"{freed / 2**30:.1f} GiB"
+def kit_images(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The kit's 2.21 gpu and gpu-jupyter images (repaired) and its 2.17 gpu image (not)."""
+    return {key: take(request, key) for key in ("gpu", "gpu-jupyter", "older")}
 
 
 @pytest.fixture(scope="session")
-def kit_images(standins: list[Result]) -> dict[str, str]:
-    """The kit's 2.21 gpu and gpu-jupyter images (repaired) and its 2.17 gpu image (not),
-    built on the stand-ins."""
-    with engine_lock.once("kit-images") as built:  # by the other worker, in this run
-        if built:
-            _progress("the kit's images: built in this run by the other worker")
-        else:
-            for image in (f"{VERSION}-gpu", f"{VERSION}-gpu-jupyter", f"{OLDER}-gpu"):
-                _kit_build(image, "--base-registry", REGISTRY)
-    return {"gpu": KIT_GPU, "gpu-jupyter": KIT_JUPYTER, "older": KIT_OLDER}
+def slim_image(request: pytest.FixtureRequest) -> str:
+    """The kit's 2.21 gpu-slim image, built on the stand-in of its Python base."""
+    return take(request, "slim")
 
 
 @pytest.fixture(scope="session")
-def slim_image(kit_images: dict[str, str], docker_client: docker.DockerClient) -> Iterator[str]:
-    """The kit's 2.21 gpu-slim image, built on the stand-in of its Python base (after the
-    repaired images, which the size comparison needs too). Its builder stage is kept for the
-    session: tests/gpu/test_derived_images.py publishes the image with `build.py build --push`,
-    which is then all cache hits instead of a second run of stage 1 (~5 min)."""
-    t0 = time.monotonic()
-    build_all(SLIM_STANDINS)
-    _progress(f"slim stand-in ready in {time.monotonic() - t0:.0f}s")
-    _kit_build(f"{VERSION}-gpu-slim", "--base-registry", REGISTRY, keep_builder=True)
-    yield KIT_SLIM
-    release_kept_builders(docker_client)
-
-
-@pytest.fixture(scope="session")
-def broken_image(standins: list[Result]) -> str:
+def broken_image(request: pytest.FixtureRequest) -> str:
     """The kit's 2.21 gpu image forced to the base's CUDA (--cuda-source base): what a team
     gets from the official 2.21 base without the repair."""
-    _kit_build(
-        f"{VERSION}-gpu",
-        "--cuda-source",
-        "base",
-        "--base-registry",
-        REGISTRY,
-        "--registry",
-        BROKEN_REGISTRY,
-    )
-    return KIT_BROKEN
+    return take(request, "broken")
 
 
-@pytest.fixture(scope="module")
-def cuda11_images(
-    docker_client: docker.DockerClient, cuda11_standins: list[Result]
-) -> Iterator[dict[str, str]]:
+@pytest.fixture(scope="session")
+def cuda11_images(request: pytest.FixtureRequest) -> dict[str, str]:
     """The kit's 2.14.0 and 2.15.0 gpu images (both repaired: 2.14's cu11 wheels with cuDNN 8.7,
-    2.15's CUDA 12.2 wheels), built on the CUDA 11.8 stand-ins; by version. Removed when the module
-    that uses them ends (see the module's docstring: disk)."""
-    images = {v: f"{KIT_REPO}:{v}-gpu" for v in CUDA11_VERSIONS}
-    for version in CUDA11_VERSIONS:
-        _kit_build(f"{version}-gpu", "--base-registry", REGISTRY)
-    yield images
-    _drop(docker_client, list(images.values()))
+    2.15's CUDA 12.2 wheels), built on the CUDA 11.8 stand-ins; by version."""
+    return {v: take(request, f"cuda11-{v}") for v in CUDA11_VERSIONS}
+
+
+@pytest.fixture(scope="session")
+def cuda11_standins(request: pytest.FixtureRequest) -> list[str]:
+    """The stand-ins of the official CUDA 11.8 bases (2.14.0-gpu, 2.15.0-gpu), by tag."""
+    from tests.base_standins import gpu_tag
+
+    return [take_standin(request, gpu_tag(v), f"cuda11-{v}") for v in CUDA11_VERSIONS]

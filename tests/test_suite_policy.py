@@ -18,10 +18,7 @@ pytest_plugins = ["pytester"]
 
 POLICY = Path(__file__).with_name("conftest.py")
 CI_POLICY = Path(__file__).with_name("ci_policy.py")  # the conftest's helpers, copied with it
-DISK_WATCH = Path(__file__).with_name("disk_watch.py")
 GPU_REPORT = Path(__file__).with_name("gpu") / "report.py"
-XDIST_GROUPS = Path(__file__).with_name("xdist_groups.py")
-SUMMARY_NOTES = Path(__file__).with_name("summary_notes.py")
 NO_ENGINE = "unix:///nonexistent.sock"
 
 INI = """\
@@ -50,9 +47,6 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(POLICY.read_text())
     (pytester.path / "tests" / "ci_policy.py").write_text(CI_POLICY.read_text())
-    (pytester.path / "tests" / "disk_watch.py").write_text(DISK_WATCH.read_text())
-    (pytester.path / "tests" / "xdist_groups.py").write_text(XDIST_GROUPS.read_text())
-    (pytester.path / "tests" / "summary_notes.py").write_text(SUMMARY_NOTES.read_text())
     (pytester.path / "tests" / "gpu").mkdir()
     (pytester.path / "tests" / "gpu" / "report.py").write_text(GPU_REPORT.read_text())
     # the plugin the real conftest loads (the image fixtures): none is used by this tiny suite
@@ -79,36 +73,6 @@ WORKERS = pytest.mark.parametrize(
     [[], ["-p", "xdist.plugin", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]],
     ids=["one-process", "two-xdist-workers"],
 )
-
-
-NOTE_TEST = """\
-import pytest
-
-from tests import summary_notes
-
-
-@pytest.fixture(scope="module")
-def costed():
-    yield
-    summary_notes.add("a module's cost", "[cost] module in all: 1.0s")
-
-
-def test_with_a_cost(costed):
-    pass
-"""
-
-
-@WORKERS
-def test_a_modules_summary_notes_reach_the_summary(
-    suite: pytest.Pytester, workers: list[str]
-) -> None:
-    """What a module adds in tests/summary_notes.py (the arm64 module's cost) is printed in the
-    run's summary, also when an xdist worker ran it (a worker's own terminal is not shown)."""
-    (suite.path / "tests" / "costs").mkdir()
-    (suite.path / "tests" / "costs" / "test_costs.py").write_text(NOTE_TEST)
-    result = run(suite, "tests/costs", *workers)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*= a module's cost =*", "[[]cost[]] module in all: 1.0s"])
 
 
 @WORKERS

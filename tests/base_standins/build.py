@@ -69,7 +69,6 @@ from typing import Any
 
 import yaml
 
-from tests import engine_lock
 from tests.base_standins.cache_lock import held
 
 # Bump when the procedure below changes in a way the recipe data does not show;
@@ -370,15 +369,14 @@ def _docker_build(context: Path, tag: str, *, what: str) -> None:
 
     client = _docker_client()
     try:
-        with engine_lock.building():  # no prune of its intermediate images meanwhile
-            for chunk in client.api.build(
-                path=str(context), tag=tag, rm=True, forcerm=True, decode=True, network_mode="none"
-            ):
-                if "error" in chunk:
-                    raise StandinError(f"{what}: docker build failed: {chunk['error']}")
-                line = str(chunk.get("stream", "")).strip()
-                if line.startswith("Step "):
-                    progress(f"  {what}: {line}")
+        for chunk in client.api.build(
+            path=str(context), tag=tag, rm=True, forcerm=True, decode=True, network_mode="none"
+        ):
+            if "error" in chunk:
+                raise StandinError(f"{what}: docker build failed: {chunk['error']}")
+            line = str(chunk.get("stream", "")).strip()
+            if line.startswith("Step "):
+                progress(f"  {what}: {line}")
     except docker.errors.APIError as exc:
         raise StandinError(f"{what}: docker build failed: {exc}") from exc
 

@@ -171,7 +171,7 @@ def docker_compose_command() -> str:
 def docker_compose_file(
     kit_images: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> str:
-    """The CPU-only copy of compose.yaml; the kit's images are built first."""
+    """The CPU-only copy of compose.yaml (the kit's images it names must be in the engine)."""
     compose = yaml.safe_load(COMPOSE_FILE.read_text())
     derived = cpu_only(compose, project_dir=ROOT)
     # The model services' metrics are checked to move with TensorFlow's CPU figures, which

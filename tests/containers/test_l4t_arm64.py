@@ -3,21 +3,20 @@ on the stand-in of its base (tests/base_standins/l4t.py: Debian 11 arm64, PyPI's
 TensorFlow 2.11, no CUDA) and a fake AGX Xavier 16 GB (the stand-in's TEGRA_ROOT, given to the
 runtime by TFGPU_SYSROOT).
 
-Proved here, in containers of the image `build.py build 2.11.0-l4t-r35.2.1-arm64 --base-registry
-tfgpu-standin.local` builds: the hook applies the configuration with real aarch64 TensorFlow
-(TF_CPU_VIRTUAL_DEVICES becomes TensorFlow's logical CPUs), bad settings end in exit 78 before
-anything runs (the same refusal at `import tensorflow` without the entrypoint is pure Python, proved
-on x86 by tests/containers/test_run.py: not repeated here, where each TensorFlow start costs a
-minute or more), `tfgpu show` and `tfgpu check` report the Jetson, its unified memory and the cap,
-`build.py verify` judges the image as far as it can without CUDA, and the edge box
-(examples/compose.jetson.yaml: three models, 512 MiB caps, growth on; its `plan` with the Jetson's
-reserve: tests/scale/test_plan_edge_box.py) starts. Not proved: anything of the GPU (PyPI's
-aarch64 TensorFlow has no CUDA; no Jetson ran this).
+Proved here, in containers of the image that `./kit test-images arm64` builds before the
+tests (`build.py build 2.11.0-l4t-r35.2.1-arm64 --base-registry tfgpu-standin.local`): the hook
+applies the configuration with real aarch64 TensorFlow (TF_CPU_VIRTUAL_DEVICES becomes TensorFlow's
+logical CPUs), bad settings end in exit 78 before anything runs (the same refusal at `import
+tensorflow` without the entrypoint is pure Python, proved on x86 by tests/containers/test_run.py:
+not repeated here, where each TensorFlow start costs a minute or more), `tfgpu show` and `tfgpu
+check` report the Jetson, its unified memory and the cap, `build.py verify` judges the image as far
+as it can without CUDA, and the edge box (examples/compose.jetson.yaml: three models, 512 MiB caps,
+growth on; its `plan` with the Jetson's reserve: tests/scale/test_plan_edge_box.py) starts. Not
+proved: anything of the GPU (PyPI's aarch64 TensorFlow has no CUDA; no Jetson ran this).
 
 Where the engine cannot run arm64 (no QEMU handler, not an arm64 host) every test here is
 skipped with the reason, and under CI=true it fails instead (.ci/run registers QEMU's handler;
-its no-emulation step runs this module with the handler off and checks the skips). The module's
-cost (stand-in, image build, container runs) is printed in the run's summary."""
+its no-emulation step runs this module with the handler off and checks the skips)."""
 
 from __future__ import annotations
 
@@ -33,47 +32,38 @@ import docker
 import pytest
 import yaml
 
-from tests import summary_notes
 from tests.base_standins import REGISTRY
+from tests.base_standins.build import existing_key
 from tests.base_standins.l4t import (
     ENV,
     PLATFORM,
     TEGRA_MODEL,
     TEGRA_ROOT,
     TEGRA_TOTAL_MIB,
-    build_l4t,
+    l4t_key,
     l4t_tag,
 )
 from tests.ci_policy import ci_or_skip
 from tests.containers.tracked import Outcome, TrackedContainer
-from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command
+from tests.kit_images import (
+    COMPOSE_MISSING,
+    L4T,
+    ROOT,
+    build_py,
+    compose_command,
+    take,
+    take_standin,
+)
 from tfgpu_kit.image import docker_engine
-from tfgpu_kit.matrix import catalog, spec
 
 pytestmark = pytest.mark.docker
 
-IMAGE = catalog.jetson_images(spec.load())[0]
-KIT_L4T = IMAGE.tags()[0]
+IMAGE = L4T
 JETSON_ENV = {"TFGPU_SYSROOT": TEGRA_ROOT}
 COMPOSE_FILE = ROOT / "examples" / "compose.jetson.yaml"
 CAP_MIB = 512
 # Emulated TensorFlow is slow to import (about 15 s of CPU on 2 cores, more under load)
 TF_TIMEOUT = 600
-
-
-class Costs:
-    """The module's cost, printed in the run's summary (docs/harness.md, "arm64")."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.runs = 0
-        self.run_seconds = 0.0
-
-    def add(self, what: str, seconds: float) -> None:
-        self.lines.append(f"{what}: {seconds:.1f}s")
-
-
-COSTS = Costs()
 
 
 def arm64_or_skip(client: docker.DockerClient) -> str:
@@ -88,41 +78,22 @@ def arm64_or_skip(client: docker.DockerClient) -> str:
 
 
 @pytest.fixture(scope="module")
-def arm64(docker_client: docker.DockerClient) -> Iterator[str]:
-    how = arm64_or_skip(docker_client)
-    t0 = time.monotonic()
-    yield how
-    # in the run's summary, whatever the outcome and whichever xdist worker ran the module
-    for line in (
-        f"arm64 ({how}):",
-        *COSTS.lines,
-        f"container runs: {COSTS.runs} in {COSTS.run_seconds:.1f}s",
-        f"module in all: {time.monotonic() - t0:.1f}s",
-    ):
-        summary_notes.add("arm64 cost (tests/containers/test_l4t_arm64.py)", f"[arm64 cost] {line}")
+def arm64(docker_client: docker.DockerClient) -> str:
+    return arm64_or_skip(docker_client)
 
 
 @pytest.fixture(scope="module")
-def l4t_standin(arm64: str) -> str:
-    t0 = time.monotonic()
-    result = build_l4t()  # locks of its own (base_standins/cache_lock.py)
-    state = "built" if result.built else "reused (cached)"
-    COSTS.add(f"stand-in {result.tag} {state}, {result.size_bytes / 2**20:.0f} MiB", result.seconds
-              if result.built else time.monotonic() - t0)  # fmt: skip
-    t1 = time.monotonic()
-    again = build_l4t()
-    assert not again.built and again.key == result.key
-    COSTS.add("stand-in, cached (the key check alone)", time.monotonic() - t1)
-    return result.tag
+def l4t_standin(arm64: str, request: pytest.FixtureRequest) -> str:
+    tag = take_standin(request, l4t_tag(), "l4t")
+    assert existing_key(tag) == l4t_key(), (
+        f"{tag} is not the stand-in its recipe makes now: python -m tests.base_standins build l4t"
+    )
+    return tag
 
 
 @pytest.fixture(scope="module")
-def l4t_image(l4t_standin: str) -> str:
-    t0 = time.monotonic()
-    proc = build_py("build", IMAGE.name, "--base-registry", REGISTRY, timeout=1800)
-    assert proc.returncode == 0, f"build.py build {IMAGE.name}:\n{proc.stdout}\n{proc.stderr}"
-    COSTS.add(f"build.py build {IMAGE.name} --base-registry {REGISTRY}", time.monotonic() - t0)
-    return KIT_L4T
+def l4t_image(l4t_standin: str, request: pytest.FixtureRequest) -> str:
+    return take(request, "l4t")
 
 
 @pytest.fixture
@@ -140,12 +111,9 @@ def run(
     env: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> Outcome:
-    """One container of the image on the fake Jetson, its time counted in the module's cost."""
+    """One container of the image on the fake Jetson."""
     kwargs.setdefault("timeout", TF_TIMEOUT)
-    out = tracked.run_and_wait(list(command), environment={**JETSON_ENV, **(env or {})}, **kwargs)
-    COSTS.runs += 1
-    COSTS.run_seconds += out.seconds
-    return out
+    return tracked.run_and_wait(list(command), environment={**JETSON_ENV, **(env or {})}, **kwargs)
 
 
 # --- the stand-in and the image ----------------------------------------------------------------
@@ -251,9 +219,7 @@ def test_bad_settings_exit_78_and_run_nothing(
 
 
 def test_verify_judges_the_l4t_image_and_says_what_it_could_not_check(l4t_image: str) -> None:
-    t0 = time.monotonic()
     proc = build_py("verify", l4t_image, "--json", timeout=TF_TIMEOUT)
-    COSTS.add("build.py verify (two containers)", time.monotonic() - t0)
     checks = {c["name"]: c for c in json.loads(proc.stdout)[l4t_image]}
     failed = {name for name, c in checks.items() if c["ok"] is False}
     not_checked = {name for name, c in checks.items() if c["ok"] is None}
@@ -309,7 +275,6 @@ def test_the_edge_box_starts_on_the_standin(
     data = on_the_standin(yaml.safe_load(COMPOSE_FILE.read_text()))
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     project = f"tfgpu-l4t-{int(time.time())}"
-    t0 = time.monotonic()
     up = subprocess.run(
         [*compose, "-p", project, "-f", str(path), "up", "-d"], capture_output=True, text=True
     )
@@ -325,7 +290,6 @@ def test_the_edge_box_starts_on_the_standin(
             ):
                 break
             time.sleep(5)
-        COSTS.add(f"compose up, {len(states)} services healthy", time.monotonic() - t0)
         assert set(states.values()) == {"healthy"}, states
         for name in data["services"]:
             cid, _ = _health(compose, project, path, name)

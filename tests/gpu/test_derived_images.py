@@ -2,8 +2,9 @@
 built on the repaired and the slim 2.21 images and run on the fake GPU. The recipes that keep the
 GPU path show the cap applied by TensorFlow itself (the device it creates); those that break it
 fail at build (pip's constraints, `tfgpu check --build`) or at start (`tfgpu run`, exit 78), each
-with its message. The slim image's recipes build FROM a local registry's copy of the image,
-published by `build.py build --push --registry` (Debian's docker-registry on 127.0.0.1).
+with its message. The slim image's recipes build FROM a local registry's copy of the image
+(Debian's docker-registry on 127.0.0.1), pushed there with the kit's own push (what `build.py
+build --push` calls) and pulled back.
 
 Offline: each recipe's pip installs come from the test's own wheels (tests/runtime/dists.py),
 through PIP_NO_INDEX/PIP_FIND_LINKS added right after its FROM: what a team's index would serve,
@@ -28,11 +29,12 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from tfgpu import pins
 
-from tests import engine_lock, local_registry
+from tests import local_registry
 from tests.gpu.harness import GpuHost
 from tests.gpu.test_cap import assert_capped
-from tests.kit_images import KIT_SLIM, REGISTRY, ROOT, VERSION, build_py, release_kept_builders
+from tests.kit_images import KIT_SLIM, ROOT, build_py
 from tests.runtime import dists
+from tfgpu_kit.image import docker_engine
 from tfgpu_kit.matrix.locks import wheel_locks
 
 RECIPES = ROOT / "examples" / "teams"
@@ -69,42 +71,30 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def published_slim(registry: str, image: str, docker_client: docker.DockerClient) -> Iterator[str]:
-    """The slim image as a platform team publishes it: `build.py build --push --registry R`
-    (every step cached: the image is the one built for the suite), then FROM R's reference."""
+    """The slim image as a platform team publishes it: pushed to registry R with the kit's own
+    push (`build.py build --push --registry R` calls it for every tag), its local tag dropped,
+    pulled back, then FROM R's reference."""
     t0 = time.monotonic()
-    proc = build_py(
-        "build",
-        f"{VERSION}-gpu-slim",
-        "--base-registry",
-        REGISTRY,
-        "--registry",
-        registry,
-        "--push",
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     ref = f"{registry}/{KIT_SLIM}"
-    pushed = docker_client.images.get(ref)
-    digests = [d for d in pushed.attrs.get("RepoDigests", []) if d.startswith(registry)]
-    assert digests, pushed.attrs.get("RepoDigests")
-    # the image the suite tests, rebuilt under the registry's name from the build cache (the slim
-    # build's builder stage is kept for it, tests/kit_images.py): the same TensorFlow, CUDA
-    # wheels, tf-keras and base (its labels)
     tested = docker_client.images.get(image)
+    assert tested.tag(ref)
+    docker_engine.push(docker_client, ref)
+    docker_client.images.remove(ref)
+    pulled = docker_client.images.pull(ref)
+    digests = [d for d in pulled.attrs.get("RepoDigests", []) if d.startswith(registry)]
+    assert digests, pulled.attrs.get("RepoDigests")
 
     def facts(img: Any) -> dict[str, str]:
         labels = img.attrs["Config"]["Labels"]
         return {k: v for k, v in labels.items() if k.startswith("io.tfgpu.")}
 
-    assert facts(pushed) == facts(tested)
-    _timings.setdefault(f"{ref}: published (build --push)", []).append(time.monotonic() - t0)
+    # the same TensorFlow, CUDA wheels, tf-keras and base (its labels), the same image
+    assert facts(pulled) == facts(tested)
+    assert pulled.id == tested.id
+    _timings.setdefault(f"{ref}: published (push, pull)", []).append(time.monotonic() - t0)
     yield ref
-    # its registry's tags (the image itself is the suite's, from the cache), and the kept builder
-    # stage (~5 GB), leave the disk with the module
-    for tag in docker_client.images.get(ref).tags:
-        if tag.startswith(f"{registry}/"):
-            docker_client.images.remove(tag)
-    release_kept_builders(docker_client)
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        docker_client.images.remove(ref)
 
 
 @pytest.fixture
@@ -138,21 +128,20 @@ def build(client: docker.DockerClient, ctx: Path, base: str, name: str, tag: str
     t0 = time.monotonic()
     log: list[str] = []
     ok = True
-    with engine_lock.building():  # no prune by the other worker meanwhile
-        for chunk in client.api.build(
-            path=str(ctx),
-            tag=tag,
-            buildargs={"BASE": base},
-            rm=True,
-            forcerm=True,
-            network_mode="none",
-            decode=True,
-        ):
-            if "stream" in chunk:
-                log.append(chunk["stream"])
-            if "error" in chunk:
-                ok = False
-                log.append(chunk["error"])
+    for chunk in client.api.build(
+        path=str(ctx),
+        tag=tag,
+        buildargs={"BASE": base},
+        rm=True,
+        forcerm=True,
+        network_mode="none",
+        decode=True,
+    ):
+        if "stream" in chunk:
+            log.append(chunk["stream"])
+        if "error" in chunk:
+            ok = False
+            log.append(chunk["error"])
     seconds = time.monotonic() - t0
     _timings.setdefault(f"{base}: build {name} ({'built' if ok else 'failed'})", []).append(seconds)
     return Build(ok, "".join(log), tag, seconds)

@@ -1,11 +1,10 @@
-"""The image the multi-worker tests run: the kit's 2.21 gpu image (tests/kit_images.py), as built.
+"""The image the multi-worker tests run: the kit's 2.21 gpu image (tests/kit_images.py).
 
 Keras 2 for `model.fit` under MultiWorkerMirroredStrategy comes from the image itself: every
 2.16+ image carries TensorFlow's tf-keras of its minor, locked in images/cuda-wheels.lock.yaml
 (matrix.yaml `tf_keras`). The fixture checks that the image holds exactly that
 locked version and fails otherwise: nothing is layered on for the tests.
-TFGPU_MULTIWORKER_IMAGE=REF runs an image already built instead of building the kit's (a local
-re-run; CI builds it).
+TFGPU_MULTIWORKER_IMAGE=REF (or `--suite-image gpu=REF`) runs another image.
 """
 
 from __future__ import annotations

@@ -91,6 +91,7 @@ HARNESS = (
     "TFGPU_STANDIN_CACHE",
     "TFGPU_PLAN_EXAMPLES",
     "TFGPU_MULTIWORKER_IMAGE",
+    "TFGPU_SUITE_RECORDS",
 )
 # TensorFlow's own variables of the kit's prefix: not the kit's, never strangers
 # (tensorflow/tensorflow: core/common_runtime/gpu/gpu_device.cc reads TF_GPU_THREAD_MODE,
