@@ -1,7 +1,7 @@
 """Which metric names exist, and which ones a PromQL expression uses.
 
 Known names are derived, not listed by hand where a source exists: the runtime's from
-entrypoint/src/tfgpu/metrics.py (its metric families' names, read from its syntax tree, so a
+entrypoint/src/tfgpu/act/metrics.py (its metric families' names, read from its syntax tree, so a
 renamed metric in the runtime shows up here), prometheus-client's process_* collector as the
 runtime registers it, the plan's recorded series, DCGM's documented names and Prometheus's own
 series."""
