@@ -1,6 +1,7 @@
 """Benchmark: how long a parameter-server run keeps its pods after it is over, before and after the
-kit bounds it (TF_GPU_EXIT_GRACE, tfgpu.exit_watch; the servers' end, tfgpu.chief_done). Printed,
-not asserted (the assertions are tests/multiworker/test_parameter_servers.py).
+kit bounds it (TF_GPU_EXIT_GRACE, tfgpu.commands.exit_watch; the servers' end,
+tfgpu.commands.chief_done). Printed, not asserted (the assertions are
+tests/multiworker/test_parameter_servers.py).
 
 In containers of the kit's 2.21 image, as `build.py k8s --workers 2 --ps 1` renders each role
 (tests/multiworker/ps_group.py; TensorFlow on the CPU), the chief's script ending as a user's does

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What the GPU-generation check (tfgpu.gpu_support: native, PTX JIT and its kernel cache, known
-failures) adds to `tfgpu run`'s start, measured in a kit image on the fake NVIDIA driver (a script
-that prints figures, not a test).
+"""What the GPU-generation check (tfgpu.contract.gpu_support: native, PTX JIT and its kernel cache,
+known failures) adds to `tfgpu run`'s start, measured in a kit image on the fake NVIDIA driver (a
+script that prints figures, not a test).
 
 In one container of IMAGE, with the fake driver and a GPU of each capability (FAKEGPU_CC: 8.0
 native, 9.0 PTX JIT with the kernel cache inspected, 12.0 a known failure), three commands run

@@ -190,9 +190,9 @@ def main() -> int:
 def compare_exit_watch(
     py: str, tfgpu: str, env: dict[str, str], runs: int, prefix: tuple[str, ...]
 ) -> None:
-    """What the exit grace (tfgpu.exit_watch, tfgpu.exit_guard) costs a Python command as PID 1:
-    the pipe, its SIGIO, and the hook's handler, against the same command with it off. `env` in
-    front of both, so that both pay the same exec."""
+    """What the exit grace (tfgpu.commands.exit_watch, tfgpu.act.exit_guard) costs a Python command
+    as PID 1: the pipe, its SIGIO, and the hook's handler, against the same command with it off.
+    `env` in front of both, so that both pay the same exec."""
     commands = {
         grace: [*prefix, "env", f"TF_GPU_EXIT_GRACE={grace}", tfgpu, "run", "--", py, "-c", "pass"]
         for grace in ("off", "10s")

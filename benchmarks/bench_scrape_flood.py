@@ -9,7 +9,7 @@ forward and backward pass and an SGD update on the CPU. This script reads those 
 alternating phases of the same run: quiet, and flooded (FLOOD_CLIENTS loopback clients asking
 for /metrics back to back, as fast as the server answers, from this process: the child's only
 extra work is serving them). It prints the median steps/s of each kind of phase, the flooded
-median as a share of the quiet one (without tfgpu.metrics_server's limit on collections, 8 such
+median as a share of the quiet one (without tfgpu.act.metrics_server's limit on collections, 8 such
 clients cut a training loop's steps/s by 45 %), and (Python step only: TensorFlow's thread pools
 would count too) the CPU the child's other threads, the server's, spent per second while
 flooded: on a busy shared machine the steps/s swing with the neighbours' load, that figure much

@@ -1,9 +1,9 @@
-"""docs/architecture.md stays true: every module it names exists, and every module of the build
-side and the runtime is in its table of rooms (the fake driver's C sources apart: its package is
-one room); its floors are the layers of the import-linter contract (.importlinter, checked by
-`./kit lint`), every module of tfgpu_kit is on one, and there are at most 9. The runtime's tiers
-and floors (at most 8, no circles) are its two contracts and the floors tools/import_floors.py
-counts from the imports."""
+"""docs/architecture.md stays true: every module it names exists, and every package of the build
+side, the fake driver and the runtime is a line of its table of rooms, and every line a package;
+its floors are the layers of the import-linter contract (.importlinter, checked by `./kit lint`),
+every module of tfgpu_kit is on one, and there are at most 9. The runtime's layers (its doors,
+then its five tier packages) are its contract, hold every module of the runtime, and are the
+floors tools/import_floors.py counts from the imports (no circles)."""
 
 from __future__ import annotations
 
@@ -18,20 +18,25 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 NAMED = re.compile(r"`((?:tfgpu_kit|entrypoint/src/tfgpu|fakegpu)/[\w/]*\.py)`")
+ROOM = re.compile(r"^\| `((?:tfgpu_kit|entrypoint/src/tfgpu|fakegpu)/[\w/]*)` \|", re.M)
 CONTRACT = ROOT / ".importlinter"
 MOST_FLOORS = 9  # the build side, build.py included
 
 
-def modules() -> set[str]:
+def packages() -> set[str]:
+    """Every package folder of the build side, the fake driver and the runtime, as `path/`."""
     found = set()
     for folder in ("tfgpu_kit", "entrypoint/src/tfgpu", "fakegpu"):
-        found |= {path.relative_to(ROOT).as_posix() for path in (ROOT / folder).rglob("*.py")}
+        found |= {
+            f"{path.parent.relative_to(ROOT).as_posix()}/"
+            for path in (ROOT / folder).rglob("__init__.py")
+        }
     return found
 
 
 def rooms() -> set[str]:
     text = DOC.read_text(encoding="utf-8").split("## Rooms", 1)[1]
-    return {m.group(1) for m in NAMED.finditer(text)}
+    return {m.group(1) for m in ROOM.finditer(text)}
 
 
 def test_every_module_named_exists() -> None:
@@ -40,9 +45,10 @@ def test_every_module_named_exists() -> None:
     assert missing == []
 
 
-def test_every_module_is_a_room() -> None:
-    assert sorted(modules() - rooms()) == []
-    assert len(modules()) > 50  # the walk found the tree
+def test_every_package_is_a_room_and_every_room_a_package() -> None:
+    assert sorted(packages() - rooms()) == []
+    assert sorted(rooms() - packages()) == []
+    assert len(packages()) > 15  # the walk found the tree
 
 
 def contract() -> configparser.ConfigParser:
@@ -114,11 +120,12 @@ def test_the_fake_driver_stands_alone() -> None:
     assert not (ROOT / "tfgpu_kit" / "fakegpu").exists()
 
 
-# The runtime: its tiers and its floors, counted from the imports by
-# tools/import_floors.py, so the doc's figures are the tool's, not typed.
+# The runtime: its doors above its tier packages, the layers of the contract runtime_tiers, and
+# the floors tools/import_floors.py counts from the imports, so the doc's figures are the tool's.
 RUNTIME = ROOT / "entrypoint" / "src" / "tfgpu"
 RUNTIME_MOST_FLOORS = 8
-RUNTIME_SECTION = "## The runtime's tiers and floors"
+RUNTIME_MOST_DOORS = 10  # modules at the top of the package, __init__ included
+RUNTIME_SECTION = "## The runtime's tiers"
 TIERS = ["commands", "act", "plan", "machine", "contract"]  # top to bottom
 
 
@@ -136,55 +143,49 @@ def runtime_section() -> str:
     return DOC.read_text(encoding="utf-8").split(RUNTIME_SECTION, 1)[1].split("\n## ", 1)[0]
 
 
-def runtime_layers(name: str) -> list[set[str]]:
-    """The layers of one of the runtime's contracts, top to bottom, each the set of its modules."""
-    section = contract()[f"importlinter:contract:{name}"]
+def runtime_layers() -> list[set[str]]:
+    """The layers of the contract runtime_tiers, top to bottom, each the set of its names."""
+    section = contract()["importlinter:contract:runtime_tiers"]
     assert section["type"] == "layers"
     lines = section["layers"].strip().splitlines()
     return [set(re.split(r"\s*[|:]\s*", line.strip())) for line in lines]
 
 
-def counted_floors() -> tuple[dict[str, int], list[list[str]]]:
-    """Each runtime module's floor (its dotted name; __init__ apart), and the circles."""
-    tool = import_floors()
-    graph = tool.import_graph(RUNTIME)
-    floors = {f"tfgpu.{unit}": n for unit, n in tool.floors(graph).items() if unit != "__init__"}
-    return floors, tool.circles(graph)
-
-
-def runtime_modules() -> set[str]:
+def doors() -> set[str]:
+    """The modules at the top of the runtime package, __init__ apart."""
     return {f"tfgpu.{path.stem}" for path in RUNTIME.glob("*.py") if path.stem != "__init__"}
 
 
-def test_the_runtime_has_at_most_8_floors_and_no_circles() -> None:
-    floors, circles = counted_floors()
-    assert circles == []
-    assert set(floors) == runtime_modules()  # every module placed: none stands on a circle
+def tier_packages() -> set[str]:
+    return {f"tfgpu.{path.parent.name}" for path in RUNTIME.glob("*/__init__.py")}
+
+
+def test_the_runtime_layers_are_the_contract_and_hold_every_module() -> None:
+    rows = re.finditer(r"^\| ([a-z]+) \| [^|]+ \| (`.+) \|$", runtime_section(), re.M)
+    doc = {row.group(1): set(re.findall(r"`([^`]+)`", row.group(2))) for row in rows}
+    assert list(doc) == ["doors", *TIERS]
+    assert list(doc.values()) == runtime_layers()
+    assert doc["doors"] == doors()  # every module at the top is a door
+    assert [doc[tier] for tier in TIERS] == [{f"tfgpu.{tier}"} for tier in TIERS]
+    assert tier_packages() == {f"tfgpu.{tier}" for tier in TIERS}  # no package outside a tier
+    assert len(doors()) + 1 <= RUNTIME_MOST_DOORS
+    # nothing of a tier sits loose in a sub-folder that is not a package
+    assert sorted(p.parent.name for p in RUNTIME.glob("*/*.py") if p.parent.name not in TIERS) == []
+
+
+def test_the_runtime_floors_are_one_per_tier_with_no_circles() -> None:
+    tool = import_floors()
+    graph = tool.import_graph(RUNTIME)
+    assert tool.circles(graph) == []
+    floors = tool.floors(graph)
+    assert set(floors) == set(graph)  # every unit placed: none stands on a circle
+    # each tier a floor of its own, in the contract's order, the doors above them all
+    tier_floors = [floors[tier] for tier in TIERS]
+    assert tier_floors == sorted(set(tier_floors), reverse=True)
+    assert all(floors[door.split(".", 1)[1]] > floors["act"] for door in doors())
     top = max(floors.values())
     assert top <= RUNTIME_MOST_FLOORS
     assert f"runtime has **{top}** floors and **0** circles" in runtime_section().replace("\n", " ")
-
-
-def test_the_runtime_floors_are_the_counted_ones_and_the_contracts() -> None:
-    floors, _ = counted_floors()
-    counted = [
-        {name for name, n in floors.items() if n == level}
-        for level in range(max(floors.values()), 0, -1)
-    ]
-    rows = re.finditer(r"^\| (\d+) \| (`.+) \|$", runtime_section(), re.M)
-    doc = {int(row.group(1)): set(re.findall(r"`([^`]+)`", row.group(2))) for row in rows}
-    assert [doc[n] for n in sorted(doc, reverse=True)] == counted
-    assert runtime_layers("runtime_floors") == counted
-
-
-def test_the_runtime_tiers_are_the_contracts_and_hold_every_module() -> None:
-    rows = re.finditer(r"^\| ([a-z]+) \| [^|]+ \| (`.+) \|$", runtime_section(), re.M)
-    doc = {row.group(1): set(re.findall(r"`([^`]+)`", row.group(2))) for row in rows}
-    assert list(doc) == TIERS
-    tiers = runtime_layers("runtime_tiers")
-    assert [doc[tier] for tier in TIERS] == tiers
-    placed = [name for tier in tiers for name in tier]
-    assert sorted(placed) == sorted(runtime_modules())  # each module in exactly one tier
 
 
 def test_the_floor_counter_sees_a_circle_and_counts_a_package_folder_as_one(
@@ -222,7 +223,7 @@ def test_every_import_inside_a_function_of_the_runtime_says_its_measured_cost() 
     """An import of the package inside a function only where its start-up cost was
     measured, the figure in a comment on its line or just above (else it goes to the top)."""
     bare = []
-    for path in sorted(RUNTIME.glob("*.py")):
+    for path in sorted(RUNTIME.rglob("*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
         for function in ast.walk(ast.parse("\n".join(lines))):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):

@@ -16,7 +16,8 @@ import pytest
 
 CONTRACTS = Path(__file__).resolve().parent.parent / "docs" / "CONTRACTS.md"
 
-# `tfgpu.settings.parse_mem_limit(value: str, …) -> List[MemAmount]`, or a bare dotted name.
+# `tfgpu.contract.settings.parse_mem_limit(value: str, …) -> List[MemAmount]`, or a bare dotted
+# name.
 NAMED = re.compile(r"`((?:tfgpu|tfgpu_kit)(?:\.\w+)+)(\(.*?\)(?: -> [^`]+)?)?`")
 
 
@@ -68,8 +69,8 @@ def spelled(target: object, *, method: bool) -> str:
 def test_contracts_names_what_it_checks() -> None:
     """The page keeps its checked names (a regex that matched nothing would pass anything)."""
     named = dict(named_in_contracts())
-    assert "tfgpu.settings.parse_environment" in named
-    assert named["tfgpu.settings.parse_mem_limit"] is not None
+    assert "tfgpu.contract.settings.parse_environment" in named
+    assert named["tfgpu.contract.settings.parse_mem_limit"] is not None
 
 
 @pytest.mark.parametrize(("dotted", "documented"), named_in_contracts(), ids=lambda v: str(v))

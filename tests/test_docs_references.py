@@ -29,7 +29,7 @@ TOP += r"|tools|docs|requirements|\.ci"
 # A path from the repository root: a top-level folder, then names. Not inside a URL or another
 # path (no name, `/` or `.` just before it).
 PATH = re.compile(rf"(?<![\w/.:-])((?:{TOP})/[\w./-]*)")
-# A dotted module path: tfgpu.settings, tfgpu_kit.plan.caps.
+# A dotted module path: tfgpu.contract.settings, tfgpu_kit.plan.caps.
 MODULE = re.compile(r"(?<![\w./-])((?:tfgpu|tfgpu_kit)(?:\.[A-Za-z_]\w*)+)(?![\w/])")
 # A relative markdown link: [text](target) with no scheme.
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -135,8 +135,8 @@ def test_the_checks_see_stale_names() -> None:
     assert not any((ROOT / ref).exists() for ref in path_references(text))
     assert [m.group(1) for m in MODULE.finditer(text)] == ["tfgpu.init"]
     assert MODULE.search("the annotation `tfgpu.io/processes`") is None
-    assert not module_exists("tfgpu.init") and module_exists("tfgpu.pid1")
-    assert module_exists("tfgpu.errors.ConfigError") and module_exists("tfgpu.is_disabled")
+    assert not module_exists("tfgpu.init") and module_exists("tfgpu.commands.pid1")
+    assert module_exists("tfgpu.contract.errors.ConfigError") and module_exists("tfgpu.is_disabled")
     assert path_references("https://github.com/org/repo/blob/main/docs/x.md") == set()
     assert path_references("`dockerfiles/<version>-<variant>/Dockerfile`") == set()
     assert ignored(["monitoring/plan.rules.yaml", "tfgpu_kit/matrix.py"]) == {

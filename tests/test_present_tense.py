@@ -80,7 +80,7 @@ def test_the_check_reads_the_files_it_names() -> None:
         "images/images.yaml",
         "templates/Dockerfile.j2",
         "tfgpu_kit/matrix/spec.py",
-        "entrypoint/src/tfgpu/run.py",
+        "entrypoint/src/tfgpu/commands/run.py",
         "tests/test_present_tense.py",
         "benchmarks/bench_runtime.py",
         "tools/import_floors.py",

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from tfgpu import settings
-from tfgpu.errors import ConfigError
+from tfgpu.contract import settings
+from tfgpu.contract.errors import ConfigError
 
 from tfgpu_kit import cli
 

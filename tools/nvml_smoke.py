@@ -11,9 +11,9 @@ compares every figure:
 
 - `tfgpu check --json` (the runtime, run as a command) with TF_GPU_MEM_LIMIT=25%, with one cap
   per GPU, and with a cap larger than GPU 0: the totals, driver and resolved caps in MiB;
-- the runtime's driver verdict (tfgpu.driver.check_driver, with each kit image's floors)
+- the runtime's driver verdict (tfgpu.machine.driver.check_driver, with each kit image's floors)
   against `build.py check --json` run without --driver (it reads the driver through NVML);
-- the metrics endpoint (tfgpu.metrics, TF_GPU_METRICS_PORT) of a child process: the
+- the metrics endpoint (tfgpu.act.metrics, TF_GPU_METRICS_PORT) of a child process: the
   `tfgpu_gpu_memory_total_bytes` / `_used_bytes` gauges against NVML;
 - each GPU's compute capability, and what it means for every TensorFlow of the matrix: the
   runtime's verdict (`tfgpu check --json`'s `gpu_support`, given each image's
@@ -152,8 +152,8 @@ def runtime_driver_verdicts(driver: str, build: dict[str, Any]) -> dict[str, str
     """The runtime's driver verdict (most severe problem) per TensorFlow version, using the
     floors the build side writes into each image (TFGPU_IMAGE_*)."""
     sys.path.insert(0, str(RUNTIME))
-    from tfgpu.driver import check_driver
-    from tfgpu.nvml import query
+    from tfgpu.machine.driver import check_driver
+    from tfgpu.machine.nvml import query
 
     gpus = query().gpus
     verdicts: dict[str, str | None] = {}
@@ -202,7 +202,7 @@ def scrape_metrics() -> dict[str, list[tuple[dict[str, str], float]]]:
         [
             sys.executable,
             "-c",
-            "import time, tfgpu.metrics as m; m.start_from_environment(); time.sleep(60)",
+            "import time, tfgpu.act.metrics as m; m.start_from_environment(); time.sleep(60)",
         ],
         env=_runtime_env(TF_GPU_METRICS_PORT=str(port)),
         stdout=subprocess.DEVNULL,

@@ -18,7 +18,7 @@ arm64 binaries (QEMU's ``qemu-aarch64`` binfmt_misc handler, or an arm64 host):
   carries a ``platform_machine`` marker that pip evaluates on the *host*, so it is named
   explicitly; numpy is pinned below 1.24 (numpy 2 fails TensorFlow 2.11 at import);
 - the real image's ENV, as NVIDIA's build sets it (``ENV`` below, with its source);
-- the files the runtime reads on a Jetson (tfgpu/tegra.py), for a named board, under
+- the files the runtime reads on a Jetson (tfgpu/machine/tegra.py), for a named board, under
   ``TEGRA_ROOT``: tests point ``TFGPU_SYSROOT`` at it (``/proc`` in a container is the host's, so
   they cannot be the image's own ``/proc`` files).
 

@@ -1,13 +1,13 @@
-"""One CUDA/cuDNN fit rule (tfgpu.libs.fits, which both sides call): what the build side decides an
-image's base lacks (tfgpu_kit/matrix/cudagap.py) is
+"""One CUDA/cuDNN fit rule (tfgpu.machine.libs.fits, which both sides call): what the build side
+decides an image's base lacks (tfgpu_kit/matrix/cudagap.py) is
 what `tfgpu check` says TensorFlow refuses in the
-image (tfgpu.libs.version_problem), for every TensorFlow of images/matrix.yaml and any library
-version around its build's."""
+image (tfgpu.machine.libs.version_problem), for every TensorFlow of images/matrix.yaml and any
+library version around its build's."""
 
 from __future__ import annotations
 
 import pytest
-from tfgpu import libs
+from tfgpu.machine import libs
 
 from tfgpu_kit.matrix import cudagap, spec
 from tfgpu_kit.matrix.versions import Version

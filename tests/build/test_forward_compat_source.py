@@ -1,10 +1,11 @@
 """The forward-compatibility table has one source: images/matrix.yaml.
 
-The runtime (`tfgpu.driver._FORWARD_COMPAT`) cannot read images/ at run time (it is a package of
-its own inside the image), so it keeps a copy; this test ties the copy to the matrix, so a change
-to either alone fails here. The runtime's upper bound, (newest CUDA major, 99), says "any CUDA of
-the newest major the matrix knows" (matrix.yaml: "535: 12-3 ... 12-9 and 13-x"); a new CUDA major
-in `cuda_majors:` fails this test until someone checks which branches its compat packages serve."""
+The runtime (`tfgpu.machine.driver._FORWARD_COMPAT`) cannot read images/ at run time (it is a
+package of its own inside the image), so it keeps a copy; this test ties the copy to the matrix, so
+a change to either alone fails here. The runtime's upper bound, (newest CUDA major, 99), says "any
+CUDA of the newest major the matrix knows" (matrix.yaml: "535: 12-3 ... 12-9 and 13-x"); a new CUDA
+major in `cuda_majors:` fails this test until someone checks which branches its compat packages
+serve."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from tfgpu import driver
+from tfgpu.machine import driver
 
 MATRIX = Path(__file__).resolve().parents[2] / "images" / "matrix.yaml"
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfgpu import gpu_support
+from tfgpu.contract import gpu_support
 
 from tfgpu_kit import cli
 from tfgpu_kit.image import render

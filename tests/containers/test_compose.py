@@ -23,7 +23,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_docker.plugin import Services
-from tfgpu.settings import parse_environment
+from tfgpu.contract.settings import parse_environment
 
 from tests import cpu_allocator
 from tests.kit_images import COMPOSE_MISSING, ROOT, build_py, compose_command

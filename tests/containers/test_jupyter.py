@@ -267,7 +267,7 @@ def test_jupyter_runs_on_a_read_only_root_file_system(
     uid = 12345 if user else 1000
     assert jupyter.server_uids() == {uid}
     # The image's /tmp is 1777 (were it 0755, Docker 20.10's --tmpfs /tmp would be too, sending
-    # the HOME to /dev/shm): the HOME is a new, unpredictable folder under /tmp (tfgpu.home)
+    # the HOME to /dev/shm): the HOME is a new, unpredictable folder under /tmp (tfgpu.machine.home)
     assert re.search(
         rf"the command gets HOME=/tmp/tfgpu-home-{uid}-[0-9a-f]{{16}}\b", jupyter.logs()
     ), jupyter.logs()

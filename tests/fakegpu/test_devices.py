@@ -131,7 +131,7 @@ def test_nvml_answers_what_the_kits_runtime_and_build_side_read(run: Runner) -> 
     out = run(
         r"""
 import pynvml
-from tfgpu import nvml as runtime_nvml
+from tfgpu.machine import nvml as runtime_nvml
 report = runtime_nvml.query(pynvml)
 out["driver"] = [report.found, report.driver_version, report.cuda_version, report.error]
 out["gpus"] = [[g.name, g.uuid, g.total_mib, g.free_mib, g.compute_capability, g.brand]

@@ -27,8 +27,8 @@ SITE = "/usr/local/lib/python3.11/dist-packages"
 # The images that prove a repair recipe: these two here, 2.21.0 in the tests named above.
 PROVED = (*CUDA11_VERSIONS, VERSION)
 CAP_MB = 4096
-# What TensorFlow dlopens to register a GPU, by CUDA major (tfgpu.libs.CUDA_LIBRARIES) and the
-# wheel folder each comes from in a repaired image.
+# What TensorFlow dlopens to register a GPU, by CUDA major (tfgpu.machine.libs.CUDA_LIBRARIES) and
+# the wheel folder each comes from in a repaired image.
 WHEEL_DIRS = {
     "libcublas.so": "nvidia/cublas/lib",
     "libcublasLt.so": "nvidia/cublas/lib",

@@ -27,7 +27,7 @@ import docker
 import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
-from tfgpu import pins
+from tfgpu.machine import pins
 
 from tests import local_registry
 from tests.gpu.harness import GpuHost

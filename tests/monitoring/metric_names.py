@@ -1,7 +1,7 @@
 """Which metric names exist, and which ones a PromQL expression uses.
 
 Known names are derived, not listed by hand where a source exists: the runtime's from
-entrypoint/src/tfgpu/metrics.py (its metric families' names, read from its syntax tree, so a
+entrypoint/src/tfgpu/act/metrics.py (its metric families' names, read from its syntax tree, so a
 renamed metric in the runtime shows up here), prometheus-client's process_* collector as the
 runtime registers it, the plan's recorded series, DCGM's documented names and Prometheus's own
 series."""
@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.kit_images import ROOT
 from tfgpu_kit.plan import prometheus as plan_prometheus
 
-METRICS_MODULE = ROOT / "entrypoint" / "src" / "tfgpu" / "metrics.py"
+METRICS_MODULE = ROOT / "entrypoint" / "src" / "tfgpu" / "act" / "metrics.py"
 # The DCGM exporter's default counters used by the kit's rules and dashboard, in MiB and %
 # (NVIDIA/dcgm-exporter etc/default-counters.csv at 00d6d344ea4a39112b211b9ff5af3d97e0bb51c2).
 DCGM = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL"}

@@ -5,8 +5,8 @@ the subdomain being the JobSet's name by default: jobset.sigs.k8s.io), its envir
 exactly what `build.py k8s --workers N --ps M --jobset` renders for its role (the variables of the
 parameter-server contract, docs/runtime.md), plus what Kubernetes adds to every such pod: the
 JOB_COMPLETION_INDEX that the indexed Job sets and the KUBERNETES_SERVICE_HOST/PORT that the kubelet
-sets (by which `tfgpu server` knows it runs in a pod: tfgpu.server). No TF_CONFIG: the image's
-runtime builds it. Workers and parameter servers run `tfgpu
+sets (by which `tfgpu server` knows it runs in a pod: tfgpu.commands.server). No TF_CONFIG: the
+image's runtime builds it. Workers and parameter servers run `tfgpu
 server`; the chief runs ps_train.py. Shared by tests/multiworker/test_parameter_servers.py and
 benchmarks/parameter_servers.py; what is and is not simulated is as for group.py.
 """

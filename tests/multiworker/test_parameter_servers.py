@@ -52,8 +52,10 @@ PS_LOST_BOUND_S = 120.0  # measured: 39 s (gRPC's connect timeout to the lost ad
 WORKER_LOST_ROUNDS = ["12", "4", "0.5"]  # 12 rounds of 4 steps, 0.5 s apart: room for a kill
 PLAIN_END = [*WORKER_LOST_ROUNDS, "plain"]  # the script ends as a user's does: no os._exit
 GRACE_S = 10.0  # TF_GPU_EXIT_GRACE's default
-PEER_LOST_GRACE_S = 2.0  # tfgpu.exit_watch
-ANNOUNCE_S = 3.0  # tfgpu.chief_done: a chief done with 0 tells its servers, then its pod ends
+PEER_LOST_GRACE_S = 2.0  # tfgpu.commands.exit_watch
+ANNOUNCE_S = (
+    3.0  # tfgpu.commands.chief_done: a chief done with 0 tells its servers, then its pod ends
+)
 SLACK_S = 3.0  # docker's own bookkeeping of a container's end, on a loaded CI host
 
 
@@ -150,7 +152,8 @@ def test_the_rendered_jobset_gives_the_names_and_commands_the_containers_run() -
         assert (args == ["tfgpu", "server"]) == (role != "chief")
 
 
-# --- runs end: a bounded end for every role (TF_GPU_EXIT_GRACE, tfgpu.chief_done) -------------
+# --- runs end: a bounded end for every role (TF_GPU_EXIT_GRACE, tfgpu.commands.chief_done)
+# -------------
 
 
 def test_a_chief_that_lost_a_worker_for_good_ends_within_the_grace(

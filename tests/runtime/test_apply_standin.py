@@ -10,9 +10,9 @@ from __future__ import annotations
 import io
 
 import pytest
-from tfgpu import nvml
-from tfgpu.apply import configure_tensorflow
-from tfgpu.errors import ConfigError, GpuUnavailableError
+from tfgpu.act.apply import configure_tensorflow
+from tfgpu.contract.errors import ConfigError, GpuUnavailableError
+from tfgpu.machine import nvml
 
 from tests.pynvml_standin import standin_pynvml
 from tests.runtime.tf_standin import LogicalDeviceConfiguration, standin_tf

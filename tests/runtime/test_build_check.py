@@ -1,6 +1,6 @@
-"""`tfgpu check --build` (tfgpu.build_check) against a record written here by tfgpu.image_record
-from this Python's real distributions, then changed the way a team's layer changes an image.
-The same guard in real derived images: tests/gpu/test_derived_images.py."""
+"""`tfgpu check --build` (tfgpu.commands.build_check) against a record written here by
+tfgpu.image_record from this Python's real distributions, then changed the way a team's layer
+changes an image. The same guard in real derived images: tests/gpu/test_derived_images.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfgpu import build_check, image_record, pins
+from tfgpu.commands import build_check, image_record
+from tfgpu.machine import pins
 
 from tests.runtime import dists
 from tests.runtime.conftest import SRC, Venv, clean_env

@@ -1,8 +1,8 @@
-"""Servers that do not outlive the chief (tfgpu.chief_done): the chief's `tfgpu run`, its program
-done, answers its servers with a banner on its own port; a server that reads it ends, and one
-whose chief stays unreachable ends after GONE_S. Real sockets on loopback; the clock is a stand-in
-where the test would otherwise wait ten minutes. The same in containers of the kit's image, with
-real TensorFlow servers: tests/multiworker/test_parameter_servers.py."""
+"""Servers that do not outlive the chief (tfgpu.commands.chief_done): the chief's `tfgpu run`, its
+program done, answers its servers with a banner on its own port; a server that reads it ends, and
+one whose chief stays unreachable ends after GONE_S. Real sockets on loopback; the clock is a
+stand-in where the test would otherwise wait ten minutes. The same in containers of the kit's image,
+with real TensorFlow servers: tests/multiworker/test_parameter_servers.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from tfgpu import chief_done
+from tfgpu.commands import chief_done
 
 
 def free_port() -> int:

@@ -13,9 +13,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from tfgpu import driver, jupyter_cull, nvml, recovery_rule, show, tf_config
-from tfgpu.errors import ConfigError, printable
-from tfgpu.settings import parse_environment, parse_visible_devices
+from tfgpu.act import jupyter_cull
+from tfgpu.commands import show
+from tfgpu.contract import recovery_rule, tf_config
+from tfgpu.contract.errors import ConfigError, printable
+from tfgpu.contract.settings import parse_environment, parse_visible_devices
+from tfgpu.machine import driver, nvml
 
 CAP = {"TF_GPU_MEM_LIMIT": "4GiB"}
 WORKERS = {"TF_GPU_WORKERS": "2", "TF_GPU_WORKER_HOSTS": "a,b", "TF_GPU_WORKER_INDEX": "0"}
@@ -37,7 +40,7 @@ def refusal(env: dict[str, str]) -> ConfigError:
 
 
 # tensorflow/api_template.__init__.py: `os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True",
-# "1")` (tfgpu.tf_config's module doc cites the commit).
+# "1")` (tfgpu.contract.tf_config's module doc cites the commit).
 def tensorflow_reads_legacy(value: str) -> bool:
     return value in ("true", "True", "1")
 
@@ -284,7 +287,7 @@ def test_show_json_prints_an_object_when_the_door_refuses(
 
 def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     """Before: `tfgpu --help` and `tfgpu run --help` omitted 75 (the recovery rule's exit)."""
-    from tfgpu import cli
+    from tfgpu.commands import cli
 
     for argv in (["--help"], ["run", "--help"]):
         with pytest.raises(SystemExit):
@@ -298,7 +301,7 @@ def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_command_name_is_escaped_when_printed(capsys: pytest.CaptureFixture[str]) -> None:
     """The door's one helper (errors.printable) for every user text it prints: a command name
     cannot forge a `tfgpu: error:` line either."""
-    from tfgpu.run import run
+    from tfgpu.commands.run import run
 
     assert run(["no-such\ntfgpu: error: forged"], {"PATH": "/nonexistent"}) == 127
     err = capsys.readouterr().err

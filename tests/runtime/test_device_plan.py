@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tfgpu.device_plan import make_plan
-from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_environment
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import parse_environment
+from tfgpu.plan.device_plan import make_plan
 
 
 @pytest.mark.parametrize(

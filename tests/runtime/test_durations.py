@@ -8,7 +8,7 @@ import re
 
 from hypothesis import example, given
 from hypothesis import strategies as st
-from tfgpu.durations import format_duration, seconds_of
+from tfgpu.contract.durations import format_duration, seconds_of
 
 GRAMMAR = re.compile(r"0*(\d{1,9})\s*(s|m|h|d)?", re.ASCII | re.IGNORECASE)
 UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -9,9 +9,9 @@ import re
 from collections.abc import Callable, Mapping
 
 import pytest
-from tfgpu import server
-from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_environment
+from tfgpu.commands import server
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import parse_environment
 
 PS = {
     "TF_GPU_PS": "1",

@@ -1,6 +1,6 @@
 """The exit grace (TF_GPU_EXIT_GRACE): a program that has finished, but whose process Python and
 TensorFlow keep alive, is ended by `tfgpu run` within the grace, with the program's own status and
-one line that says so (tfgpu.exit_watch, tfgpu.exit_guard).
+one line that says so (tfgpu.commands.exit_watch, tfgpu.act.exit_guard).
 
 The stand-in reproduces the mechanism measured with TensorFlow 2.21.0's ParameterServerStrategy
 (tests/multiworker/ps_train.py): at interpreter exit, ClusterCoordinator.__del__ waits for a lock
@@ -24,7 +24,7 @@ from tests.runtime.test_run import TFGPU, UNSHARE, _pid1_available, env
 
 STAND_IN = """
 import gc, os, sys, threading, time
-from tfgpu import exit_guard
+from tfgpu.act import exit_guard
 exit_guard.install(os.environ)  # what the hook does right after `import tensorflow`
 mode = sys.argv[1]
 if mode not in ("clean", "fork"):
@@ -54,7 +54,7 @@ if mode == "exit3":
     sys.exit(3)
 if mode in ("raise", "peer"):
     if mode == "peer":
-        exit_guard.peer_lost()  # as tfgpu.peer_lost does after its line
+        exit_guard.peer_lost()  # as tfgpu.act.peer_lost does after its line
     raise RuntimeError("boom")
 if mode == "clean":
     sys.exit(4)

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 import pytest
-from tfgpu import gpu_check, nvml, show
+from tfgpu.commands import gpu_check, show
+from tfgpu.machine import nvml
 
 from tests.pynvml_standin import standin_pynvml
 
@@ -214,7 +215,7 @@ def _libraries_loaded_with(
 ) -> None:
     """Every library the build needs loads from /usr/lib; `versions` is what cudart and cuDNN
     report (None: the library is missing)."""
-    from tfgpu import libs
+    from tfgpu.machine import libs
 
     def load(name: str, soname: str, dirs: object = ()) -> dict[str, object]:
         if name in versions and versions[name] is None:

@@ -1,7 +1,7 @@
 """What each GPU generation means for an image's TensorFlow, as the runtime says it
-(tfgpu.gpu_support, tfgpu.gpu_verdicts, tfgpu.kernel_cache, preflight), against a stand-in of
-`pynvml` (NOT a driver; no GPU was used). The same verdicts on the fake NVIDIA driver with real
-TensorFlow in containers: tests/gpu/test_gpu_generations.py."""
+(tfgpu.contract.gpu_support, tfgpu.plan.gpu_verdicts, tfgpu.machine.kernel_cache, preflight),
+against a stand-in of `pynvml` (NOT a driver; no GPU was used). The same verdicts on the fake NVIDIA
+driver with real TensorFlow in containers: tests/gpu/test_gpu_generations.py."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tfgpu import gpu_support, gpu_verdicts, kernel_cache, nvml
-from tfgpu.errors import GpuUnavailableError
-from tfgpu.preflight import run_preflight
-from tfgpu.settings import parse_environment
+from tfgpu.contract import gpu_support
+from tfgpu.contract.errors import GpuUnavailableError
+from tfgpu.contract.settings import parse_environment
+from tfgpu.machine import kernel_cache, nvml
+from tfgpu.plan import gpu_verdicts
+from tfgpu.plan.preflight import run_preflight
 
 from tests.pynvml_standin import standin_pynvml
 

@@ -24,7 +24,8 @@ def test_hook_costs_no_import_of_tensorflow_or_the_kit(wheel_venv: Venv) -> None
         clean_env(),
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "['tfgpu', 'tfgpu._hook']"
+    # the door tfgpu._hook is the module tfgpu.act._hook: one module, under both names
+    assert r.stdout.strip() == "['tfgpu', 'tfgpu._hook', 'tfgpu.act', 'tfgpu.act._hook']"
 
 
 def test_hook_imports_no_module_python_start_up_does_not(wheel_venv: Venv) -> None:
@@ -122,10 +123,13 @@ def test_interactive_session_survives_a_bad_value_and_shows_the_message(
     )
     assert r.returncode == 0, r.stderr
     assert "STILL HERE" in r.stdout
-    assert "tfgpu.errors.ConfigError: TF_GPU_MEM_LIMIT='lots' is not valid: accepted: " in r.stderr
+    assert (
+        "tfgpu.contract.errors.ConfigError: TF_GPU_MEM_LIMIT='lots' is not valid: accepted: "
+        in r.stderr
+    )
     # one frame of the kit: the hook's own raise; none of settings.py or apply.py
     [frame] = _kit_internals(r.stderr)
-    assert "tfgpu/_hook.py" in frame, r.stderr
+    assert "tfgpu/act/_hook.py" in frame, r.stderr
 
 
 @pytest.mark.slow
@@ -310,10 +314,10 @@ def test_check_with_gpu_required_reports_the_gpu_once(wheel_venv: Venv) -> None:
 def test_check_child_reports_an_unavailable_gpu_and_still_imports(wheel_venv: Venv) -> None:
     """When only TensorFlow can tell (tensorflow-cpu is a CPU-only build), the child says so
     and imports again without the requirement."""
-    from tfgpu.gpu_check import MARK
+    from tfgpu.commands.gpu_check import MARK
 
     r = wheel_venv.run(
-        "import runpy; runpy.run_module('tfgpu._gpu_check_child', run_name='__main__')",
+        "import runpy; runpy.run_module('tfgpu.commands._gpu_check_child', run_name='__main__')",
         # as gpu_check.run_child starts it: the hook raises there instead of exiting
         clean_env(TF_GPU_REQUIRED="true", TFGPU_HOOK_RAISE="1"),
     )

@@ -1,7 +1,8 @@
-"""`tfgpu run` and the Python it starts (tfgpu.command_path.python_of finds it, tfgpu.interpreter
-asks it): a Python that imports TensorFlow without the hook is refused (exit 78) unless
-TF_GPU_REQUIRE_HOOK=false; the interpreter is asked, not guessed. Real interpreters: .venv's (hook
-installed), a venv of its own without the hook that sees .venv's TensorFlow, `python -S`."""
+"""`tfgpu run` and the Python it starts (tfgpu.machine.command_path.python_of finds it,
+tfgpu.machine.interpreter asks it): a Python that imports TensorFlow without the hook is refused
+(exit 78) unless TF_GPU_REQUIRE_HOOK=false; the interpreter is asked, not guessed. Real
+interpreters: .venv's (hook installed), a venv of its own without the hook that sees .venv's
+TensorFlow, `python -S`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tfgpu import interpreter
-from tfgpu.command_path import python_of
+from tfgpu.machine import interpreter
+from tfgpu.machine.command_path import python_of
 
 from tests.runtime.conftest import SRC, clean_env
 
@@ -181,7 +182,7 @@ def test_the_door_looks_through_exec_wrappers(
 
 
 def test_unwrap_reads_each_wrappers_syntax() -> None:
-    from tfgpu.command_path import unwrap
+    from tfgpu.machine.command_path import unwrap
 
     env = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
     cases = {

@@ -14,9 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tfgpu import jupyter_cull, jupyter_root
-from tfgpu.errors import EXIT_CONFIG, ConfigError
-from tfgpu.jupyter_cull import (
+from tfgpu.act import jupyter_cull, jupyter_root
+from tfgpu.act.jupyter_cull import (
     CONNECTED,
     IDLE_TIMEOUT,
     INTERVAL,
@@ -24,6 +23,7 @@ from tfgpu.jupyter_cull import (
     configure,
     read_settings,
 )
+from tfgpu.contract.errors import EXIT_CONFIG, ConfigError
 
 from tests.runtime.conftest import SRC, clean_env, find_python
 

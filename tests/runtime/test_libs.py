@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tfgpu import libs
+from tfgpu.machine import libs
 
 CUDA_BUILD = {"is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9"}
 

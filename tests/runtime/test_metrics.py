@@ -1,4 +1,4 @@
-"""tfgpu.metrics: unit tests in-process, and end to end against real TensorFlow (CPU) in a
+"""tfgpu.act.metrics: unit tests in-process, and end to end against real TensorFlow (CPU) in a
 child process, where the hook starts the server and the test scrapes it over HTTP.
 
 What the CPU run exercises honestly: the hook → start_from_environment path, the lazy
@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tfgpu import metrics, nvml, tf_memory
+from tfgpu.act import metrics, tf_memory
+from tfgpu.machine import nvml
 
 from tests import cpu_allocator
 from tests.pynvml_standin import standin_pynvml
@@ -69,7 +70,7 @@ def fresh_state() -> Iterator[None]:
 
 def test_import_is_stdlib_only() -> None:
     code = (
-        "import sys, tfgpu.metrics; "
+        "import sys, tfgpu.act.metrics; "
         "heavy = ('prometheus', 'tensorflow', 'pynvml'); "
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
     )

@@ -1,4 +1,4 @@
-"""tfgpu.metrics reads each device's memory figures on its own: a device whose allocator keeps
+"""tfgpu.act.metrics reads each device's memory figures on its own: a device whose allocator keeps
 no statistics is left out alone, never another. Against the tf.config stand-in, whose
 get_memory_info answers as real TensorFlow does with the CPU allocator's statistics kept and
 not kept (tests/runtime/test_standin_likeness.py checks both against real TensorFlow). The same
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tfgpu import metrics
+from tfgpu.act import metrics
 
 from tests.runtime.tf_standin import LogicalDeviceConfiguration, standin_tf
 

@@ -1,5 +1,5 @@
-"""The metrics endpoint's server (tfgpu.metrics_server, started by tfgpu.metrics): the address
-it binds (TF_GPU_METRICS_ADDR, validated at the door), only /metrics answered, and bounded
+"""The metrics endpoint's server (tfgpu.act.metrics_server, started by tfgpu.act.metrics): the
+address it binds (TF_GPU_METRICS_ADDR, validated at the door), only /metrics answered, and bounded
 connections: a per-connection timeout and a cap, so idle or slow clients cannot pile up threads
 in the user's process."""
 
@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tfgpu import metrics, metrics_server, settings
-from tfgpu.errors import ConfigError
+from tfgpu.act import metrics, metrics_server
+from tfgpu.contract import settings
+from tfgpu.contract.errors import ConfigError
 
 from tests.runtime.test_metrics import free_port, fresh_state  # noqa: F401 (a fixture)
 from tests.runtime.test_run import run as tfgpu
@@ -24,7 +25,7 @@ from tests.runtime.test_run import run as tfgpu
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """tfgpu.metrics serving on 127.0.0.1 at a free port, with a 1 s request timeout."""
+    """tfgpu.act.metrics serving on 127.0.0.1 at a free port, with a 1 s request timeout."""
     monkeypatch.setattr(metrics_server._QuietHandler, "timeout", 1.0)
     saved = dict(metrics._state)
     metrics._state.update(attempted=False, server=None, port=None)

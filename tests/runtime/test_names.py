@@ -1,4 +1,4 @@
-"""Names checked, not only values: tfgpu.names is the one list of the kit's
+"""Names checked, not only values: tfgpu.contract.names is the one list of the kit's
 variable names, every name the repository uses is in it, and a stranger of the kit's prefixes
 (or a near miss of TensorFlow's variables the kit reads) is named with its closest known name at
 the door and in `tfgpu show`, at no start-up cost when there is none."""
@@ -11,19 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tfgpu import (
-    jupyter_cull,
-    names,
-    recovery,
-    recovery_rule,
-    settings,
-    shm,
-    show,
-    tegra,
-    tf_config,
-)
-from tfgpu.run import DERIVED_MARK, PREFLIGHT_MARK
-from tfgpu.settings import parse_environment
+from tfgpu.act import jupyter_cull, recovery
+from tfgpu.commands import show
+from tfgpu.commands.run import DERIVED_MARK, PREFLIGHT_MARK
+from tfgpu.contract import names, recovery_rule, settings, tf_config
+from tfgpu.contract.settings import parse_environment
+from tfgpu.machine import shm, tegra
 
 from tests.runtime.test_run_startup import IMAGE_ENV as KIT_IMAGE_ENV
 from tests.runtime.test_run_startup import imports_of_run
@@ -65,11 +58,11 @@ def test_every_name_the_repository_uses_is_known() -> None:
     }
     # a prefix the code matches (TF_GPU_RECOVER_*, TFGPU_JUPYTER_CULL_*, TFGPU_IMAGE_*)
     unknown = {n for n in unknown if not any(k.startswith(n + "_") for k in names.KNOWN)}
-    assert not unknown, f"add these to tfgpu.names (or NOT_NAMES here): {sorted(unknown)}"
+    assert not unknown, f"add these to tfgpu.contract.names (or NOT_NAMES here): {sorted(unknown)}"
 
 
 def test_the_modules_names_are_the_lists_names() -> None:
-    """The runtime's modules keep their own constants; tfgpu.names holds each of them."""
+    """The runtime's modules keep their own constants; tfgpu.contract.names holds each of them."""
     assert set(settings.KIT_VARIABLES) <= names.KNOWN
     assert set(settings.NATIVE_VARIABLES) <= names.KNOWN
     assert set(recovery_rule.VARIABLES) == set(names.RECOVERY)

@@ -7,11 +7,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tfgpu import nvml
-from tfgpu.driver import check_driver
-from tfgpu.errors import ConfigError, GpuUnavailableError
-from tfgpu.preflight import run_preflight
-from tfgpu.settings import parse_environment
+from tfgpu.contract.errors import ConfigError, GpuUnavailableError
+from tfgpu.contract.settings import parse_environment
+from tfgpu.machine import nvml
+from tfgpu.machine.driver import check_driver
+from tfgpu.plan.preflight import run_preflight
 
 from tests.pynvml_standin import standin_pynvml
 
@@ -106,7 +106,7 @@ def test_required_with_a_driver_but_zero_gpus_exits_69_with_the_reason(
         run_preflight(parse_environment(environ), environ, nvml_report=report)
     assert info.value.reason == reason and info.value.exit_code == 69
     # through `tfgpu run`: 69, the reason, and the command never starts
-    from tfgpu import run
+    from tfgpu.commands import run
 
     monkeypatch.setattr(nvml, "query", lambda: report)
     marker = tmp_path / "ran"
@@ -119,9 +119,10 @@ def test_required_with_a_driver_but_zero_gpus_exits_69_with_the_reason(
 @pytest.mark.parametrize(
     ("report", "reason"),
     [
-        # a GPU in sight: only now is the TensorFlow build read (tfgpu.tfbuild, imported here)
+        # a GPU in sight: only now is the TensorFlow build read (tfgpu.machine.tfbuild, imported
+        # here)
         (standin_pynvml([A10], driver="560.28.03"), "the installed TensorFlow is a CPU-only build"),
-        # a driver too old for the image's CUDA (tfgpu.driver, imported only with a driver)
+        # a driver too old for the image's CUDA (tfgpu.machine.driver, imported only with a driver)
         (standin_pynvml([A10], driver="470.82.01"), "the NVIDIA driver is too old"),
     ],
     ids=["cpu-only-build", "old-driver"],
@@ -133,10 +134,10 @@ def test_run_still_reads_the_build_and_the_driver_it_imports_on_demand(
     report: ModuleType,
     reason: str,
 ) -> None:
-    """`tfgpu run` imports tfgpu.tfbuild and tfgpu.driver only when preflight needs them (start-up
-    time): with TF_GPU_REQUIRED=true and a GPU, each still decides (.venv's TensorFlow is
-    tensorflow-cpu), and the command never starts."""
-    from tfgpu import run
+    """`tfgpu run` imports tfgpu.machine.tfbuild and tfgpu.machine.driver only when preflight needs
+    them (start-up time): with TF_GPU_REQUIRED=true and a GPU, each still decides (.venv's
+    TensorFlow is tensorflow-cpu), and the command never starts."""
+    from tfgpu.commands import run
 
     environ = {"TF_GPU_REQUIRED": "true", "PATH": "/usr/bin:/bin", **IMAGE}
     found = nvml.query(report)
@@ -206,7 +207,7 @@ def test_new_driver_is_fine() -> None:
 def test_shm_default_64mb_warns(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from tfgpu import shm
+    from tfgpu.machine import shm
 
     class St:
         f_blocks, f_frsize = 16384, 4096  # 64 MiB
@@ -220,7 +221,7 @@ def test_build_info_read_without_importing_tensorflow() -> None:
     """tfbuild reads the installed (real) tensorflow-cpu's build_info.py as text."""
     import sys
 
-    from tfgpu import tfbuild
+    from tfgpu.machine import tfbuild
 
     had_tf = "tensorflow" in sys.modules
     info = tfbuild.build_info()
@@ -231,7 +232,7 @@ def test_build_info_read_without_importing_tensorflow() -> None:
 def test_build_info_of_a_cuda_build_with_a_list_value(tmp_path: Path) -> None:
     """A CUDA build's build_info.py holds a list (cuda_compute_capabilities); reading it must
     not stop at that list's `])`, or a GPU build looks like a CPU-only one."""
-    from tfgpu import tfbuild
+    from tfgpu.machine import tfbuild
 
     platform = tmp_path / "python" / "platform"
     platform.mkdir(parents=True)

@@ -116,7 +116,7 @@ def test_wheel_contents_record_and_metadata(wheel: Path) -> None:
     assert wheel_file["Wheel-Version"] == "1.0" and wheel_file["Root-Is-Purelib"] == "true"
     assert wheel_file.get_all("Tag") == ["py3-none-any"]
     assert wheel_file["Generator"].startswith("hatchling ")
-    assert entry_points == "[console_scripts]\ntfgpu = tfgpu.cli:main\n"
+    assert entry_points == "[console_scripts]\ntfgpu = tfgpu.commands.cli:main\n"
 
 
 def test_wheel_is_reproducible(wheel: Path, tmp_path: Path) -> None:

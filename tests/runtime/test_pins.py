@@ -1,6 +1,7 @@
-"""The pins an image carries (tfgpu.pins): which installed distributions its GPU path depends on,
-the constraints file, and the judge of versions against them; with real pip and uv, that the
-constraints refuse a replacement naming the package and pin, and leave unrelated installs alone."""
+"""The pins an image carries (tfgpu.machine.pins): which installed distributions its GPU path
+depends on, the constraints file, and the judge of versions against them; with real pip and uv, that
+the constraints refuse a replacement naming the package and pin, and leave unrelated installs
+alone."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from tfgpu import pins
+from tfgpu.machine import pins
 
 from tests.runtime import dists
 

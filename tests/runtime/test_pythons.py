@@ -13,9 +13,9 @@ from tests.runtime.conftest import SRC, clean_env, find_python
 
 SCRIPT = r"""
 import json, sys
-from tfgpu.settings import parse_environment, parse_mem_limit, parse_virtual_devices
-from tfgpu.device_plan import make_plan
-from tfgpu.errors import ConfigError
+from tfgpu.contract.settings import parse_environment, parse_mem_limit, parse_virtual_devices
+from tfgpu.plan.device_plan import make_plan
+from tfgpu.contract.errors import ConfigError
 out = {"version": list(sys.version_info[:2])}
 s = parse_environment({"TF_GPU_VIRTUAL_DEVICES": "6144,8192;4096", "TF_GPU_MEMORY_GROWTH": "on"})
 out["plan"] = make_plan(s, [24576, 24576]).gpu_limits
@@ -30,7 +30,7 @@ print(json.dumps(out))
 
 INIT = """
 import os, sys
-from tfgpu.pid1 import run_as_init
+from tfgpu.commands.pid1 import run_as_init
 print(run_as_init(["sh", "-c", "exit 5"], dict(os.environ)),
       run_as_init(["sh", "-c", "kill -TERM $$"], dict(os.environ)),
       run_as_init(["no-such-command-tfgpu"], dict(os.environ)))

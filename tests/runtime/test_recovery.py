@@ -1,5 +1,5 @@
 """The recovery rule (TF_GPU_RECOVER_*): validated at the door, shown by `tfgpu show`, and
-applied by tfgpu.recovery's watch on readings (a fake clock and fake readings here; real
+applied by tfgpu.act.recovery's watch on readings (a fake clock and fake readings here; real
 TensorFlow on the fake GPU, restarted by Docker: tests/gpu/test_recovery.py)."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfgpu import metrics, recovery, settings
-from tfgpu.errors import ConfigError
-from tfgpu.recovery_rule import EXIT_STUCK, RecoveryRule
+from tfgpu.act import metrics, recovery
+from tfgpu.contract import settings
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.recovery_rule import EXIT_STUCK, RecoveryRule
 
 from tests.runtime.test_metrics import free_port
 from tests.runtime.test_run import run as tfgpu
@@ -259,8 +260,8 @@ def test_a_record_too_deep_for_json_reads_as_none_and_is_replaced(tmp_path: Path
 
 _FULL_DISK = """
 import resource, signal
-from tfgpu import recovery
-from tfgpu.recovery_rule import RecoveryRule
+from tfgpu.act import recovery
+from tfgpu.contract.recovery_rule import RecoveryRule
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no byte may be written
 recovery.end(recovery.Watch(RecoveryRule(0.9, 10, "exit"), list), "/device:GPU:0 has held …")

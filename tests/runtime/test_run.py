@@ -302,8 +302,9 @@ def test_pid1_forks_and_exits_with_the_childs_code() -> None:
 
 
 def test_pid1_still_says_everything_before_it_leaves() -> None:
-    """As PID 1, tfgpu leaves without the interpreter's finalisation (tfgpu.pid1.exit_as_init):
-    its summary still reaches stderr whole, and the command's code is the exit code."""
+    """As PID 1, tfgpu leaves without the interpreter's finalisation
+    (tfgpu.commands.pid1.exit_as_init): its summary still reaches stderr whole, and the command's
+    code is the exit code."""
     _pid1_available()
     r = subprocess.run(
         [*UNSHARE, *TFGPU, "run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
@@ -320,7 +321,7 @@ def test_pid1_still_says_everything_before_it_leaves() -> None:
 
 EXIT_AS_INIT = """
 import sys
-from tfgpu.pid1 import exit_as_init
+from tfgpu.commands.pid1 import exit_as_init
 sys.stdout.write("no newline, still buffered")
 sys.stderr.write("nor here")
 code = exit_as_init(7)
@@ -337,7 +338,7 @@ def test_exit_as_init_returns_when_a_stream_cannot_be_flushed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Then the interpreter's own exit reports it (exit 120 for stdout), as it did before."""
-    from tfgpu import pid1
+    from tfgpu.commands import pid1
 
     class Broken:
         def flush(self) -> None:
@@ -392,7 +393,7 @@ def test_pid1_with_a_terminal_that_is_not_ours_still_runs_the_command() -> None:
 
 CHILD_FAILS_BEFORE_EXEC = """
 import sys
-from tfgpu.pid1 import run_as_init
+from tfgpu.commands.pid1 import run_as_init
 sys.exit(run_as_init(["true"], {"PATH": "/usr/bin:/bin", "BAD": "a\\0b"}))
 """
 
@@ -433,6 +434,6 @@ def test_run_does_not_import_tensorflow(extra: dict[str, str]) -> None:
         for line in r.stderr.splitlines()
         if line.startswith("import time:") and "|" in line
     ]
-    assert "tfgpu.run" in imported  # the probe sees the entrypoint's own imports
+    assert "tfgpu.commands.run" in imported  # the probe sees the entrypoint's own imports
     heavy = [m for m in imported if m.split(".")[0] in ("tensorflow", "keras")]
     assert heavy == []

@@ -6,10 +6,10 @@ What the path must not import, each for its cost or because only another path ne
 import it lazily), argparse (only `--help` and the other sub-commands), json, typing,
 importlib.util/metadata, warnings (os.execvpe's PATH search imports it), __future__ (the
 statement `from __future__ import annotations` imports it: the run path quotes its annotations),
-tfgpu.recovery_rule and tfgpu.tf_config (they import `re`: only when one of their variables is
-set), `show`/`check`; tfgpu.interpreter (its probe: only for a command that starts Python),
-tfgpu.tfbuild (only TF_GPU_REQUIRED=true with a GPU in sight) and tfgpu.driver (only with a
-driver); as PID 1, contextlib and `signal`'s enums.
+tfgpu.contract.recovery_rule and tfgpu.contract.tf_config (they import `re`: only when one of their
+variables is set), `show`/`check`; tfgpu.machine.interpreter (its probe: only for a command that
+starts Python), tfgpu.machine.tfbuild (only TF_GPU_REQUIRED=true with a GPU in sight) and
+tfgpu.machine.driver (only with a driver); as PID 1, contextlib and `signal`'s enums.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from tfgpu import nvml, recovery_rule, settings, tf_config
-from tfgpu.driver import version_tuple
-from tfgpu.errors import ConfigError
-from tfgpu.settings import (
+from tfgpu.contract import recovery_rule, settings, tf_config
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import (
     CLUSTER_NAMES,
     CLUSTER_PREFIX,
     RECOVERY_PREFIX,
@@ -36,6 +35,8 @@ from tfgpu.settings import (
     is_visible_entry,
     parse_image_defaults,
 )
+from tfgpu.machine import nvml
+from tfgpu.machine.driver import version_tuple
 
 from tests.runtime.conftest import SRC, clean_env
 
@@ -54,22 +55,24 @@ NOT_ON_THE_RUN_PATH = (
     "ipaddress",
     "ctypes",
     "shutil",
-    "tfgpu.recovery_rule",
-    "tfgpu.tf_config",
-    "tfgpu.show",
-    "tfgpu.gpu_check",
-    "tfgpu.libs",
-    "tfgpu.home",
-    "tfgpu.shm",
-    "tfgpu.interpreter",  # the probe: only for a command that starts Python
-    "tfgpu.tfbuild",  # only for TF_GPU_REQUIRED=true with a GPU in sight
+    "tfgpu.contract.recovery_rule",
+    "tfgpu.contract.tf_config",
+    "tfgpu.commands.show",
+    "tfgpu.commands.gpu_check",
+    "tfgpu.machine.libs",
+    "tfgpu.machine.home",
+    "tfgpu.machine.shm",
+    "tfgpu.machine.interpreter",  # the probe: only for a command that starts Python
+    "tfgpu.machine.tfbuild",  # only for TF_GPU_REQUIRED=true with a GPU in sight
     "tensorflow",
 )
 # Read only where NVML reports a driver (none on the hosts that run these tests: no marker).
-NOT_WITHOUT_A_DRIVER = () if any(map(os.path.exists, nvml.DRIVER_MARKERS)) else ("tfgpu.driver",)
-# As the image's console script starts it (`import sys; from tfgpu.cli import main`), not
+NOT_WITHOUT_A_DRIVER = (
+    () if any(map(os.path.exists, nvml.DRIVER_MARKERS)) else ("tfgpu.machine.driver",)
+)
+# As the image's console script starts it (`import sys; from tfgpu.commands.cli import main`), not
 # through `-m`, whose runpy imports importlib.util and functools before tfgpu does.
-CONSOLE_SCRIPT = "import sys; from tfgpu.cli import main; sys.exit(main(sys.argv[1:]))"
+CONSOLE_SCRIPT = "import sys; from tfgpu.commands.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def imports_of_run(
@@ -130,24 +133,27 @@ IMAGE_ENV = {  # what the 2.21.0-gpu image sets (dockerfiles/2.21.0-gpu/Dockerfi
 def test_run_imports_only_what_its_path_needs(extra: dict[str, str]) -> None:
     r, imported = imports_of_run("true", **extra)
     assert r.returncode == 0, r.stderr
-    assert "tfgpu.run" in imported and "tfgpu.preflight" in imported  # the probe sees them
+    assert (
+        "tfgpu.commands.run" in imported and "tfgpu.plan.preflight" in imported
+    )  # the probe sees them
     assert sorted(imported & {*NOT_ON_THE_RUN_PATH, *NOT_WITHOUT_A_DRIVER}) == []
 
 
 def test_a_python_command_is_still_probed_for_the_hook() -> None:
-    """tfgpu.interpreter is deferred, not skipped: a command that starts Python gets its probe."""
+    """tfgpu.machine.interpreter is deferred, not skipped: a command that starts Python gets its
+    probe."""
     r, imported = imports_of_run(sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
-    assert "tfgpu.interpreter" in imported
+    assert "tfgpu.machine.interpreter" in imported
 
 
 def test_as_pid1_run_imports_no_contextlib_nor_enum() -> None:
-    """A container without --init: tfgpu stays as init (tfgpu.pid1), and its child execs the
-    command. Neither needs contextlib, `signal`'s enums or os.execvpe's `warnings`."""
+    """A container without --init: tfgpu stays as init (tfgpu.commands.pid1), and its child execs
+    the command. Neither needs contextlib, `signal`'s enums or os.execvpe's `warnings`."""
     assert shutil.which("unshare"), "unshare (util-linux) is needed for the PID-1 tests"
     r, imported = imports_of_run("sh", "-c", "exit 3", init=True, **IMAGE_ENV)
     assert r.returncode == 3, r.stderr
-    assert "tfgpu.pid1" in imported
+    assert "tfgpu.commands.pid1" in imported
     assert sorted(imported & {*NOT_ON_THE_RUN_PATH, "contextlib", "signal"}) == []
 
 
@@ -156,12 +162,12 @@ def test_a_recovery_or_cluster_variable_imports_its_parser_alone() -> None:
         "true", TF_GPU_MEM_LIMIT="4096", TF_GPU_RECOVER_AT="95%", TF_GPU_RECOVER_ACTION="exit"
     )
     assert r.returncode == 0, r.stderr
-    assert "tfgpu.recovery_rule" in imported and "tfgpu.tf_config" not in imported
+    assert "tfgpu.contract.recovery_rule" in imported and "tfgpu.contract.tf_config" not in imported
     r, imported = imports_of_run(
         "true", TF_GPU_WORKERS="1", TF_GPU_WORKER_HOSTS="w0", TF_GPU_WORKER_INDEX="0"
     )
     assert r.returncode == 0, r.stderr
-    assert "tfgpu.tf_config" in imported and "tfgpu.recovery_rule" not in imported
+    assert "tfgpu.contract.tf_config" in imported and "tfgpu.contract.recovery_rule" not in imported
     assert "cluster: worker 0 of 1 worker at w0:2222" in r.stderr
 
 

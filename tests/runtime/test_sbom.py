@@ -1,4 +1,4 @@
-"""The SBOM an image's build writes (tfgpu.sbom, tfgpu.image_record): valid CycloneDX 1.6 by
+"""The SBOM an image's build writes (tfgpu.machine.sbom, tfgpu.image_record): valid CycloneDX 1.6 by
 cyclonedx-python-lib's schema validator, package URLs that packageurl-python (the purl spec's
 reference library) parses back, and the wheels' sha256 from the list the build installed them by."""
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
-from tfgpu import image_record, pins, sbom
+from tfgpu.commands import image_record
+from tfgpu.machine import pins, sbom
 
 from tests.runtime import dists
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from tfgpu import server
-from tfgpu.errors import ConfigError
+from tfgpu.commands import server
+from tfgpu.contract.errors import ConfigError
 
 from tests.runtime.conftest import SRC, clean_env
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tfgpu.errors import ConfigError
-from tfgpu.settings import (
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import (
     DERIVED,
     ENVIRONMENT,
     IMAGE_DEFAULT,
@@ -282,9 +282,9 @@ def test_non_ascii_digits_are_a_config_error(value: str) -> None:
 def test_non_ascii_metrics_port_is_a_config_error_and_metrics_still_warns(
     value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Refused at the door like every value; a caller of tfgpu.metrics that did not
+    """Refused at the door like every value; a caller of tfgpu.act.metrics that did not
     validate gets its warning instead of a crash."""
-    from tfgpu import metrics
+    from tfgpu.act import metrics
 
     with pytest.raises(ConfigError) as info:
         parse_environment({"TF_GPU_METRICS_PORT": value})
@@ -320,7 +320,7 @@ def test_metrics_port_refuses_what_is_not_a_port(value: str) -> None:
 def test_metrics_port_zero_starts_no_server_and_says_nothing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tfgpu import metrics
+    from tfgpu.act import metrics
 
     monkeypatch.setattr(metrics, "_state", {"attempted": False, "server": None, "port": None})
     assert metrics.start_from_environment(None, {"TF_GPU_METRICS_PORT": "0"}) is False
@@ -330,7 +330,7 @@ def test_metrics_port_zero_starts_no_server_and_says_nothing(
 
 def test_config_info_has_no_pid_label() -> None:
     """A pid label would start a new series at every restart of the process."""
-    from tfgpu import metrics
+    from tfgpu.act import metrics
 
     labels = metrics._config_labels(parse_environment({"TF_GPU_MEM_LIMIT": "4GiB"}), {})
     assert labels == {

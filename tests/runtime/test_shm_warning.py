@@ -9,8 +9,9 @@ import os
 from typing import Any
 
 import pytest
-from tfgpu import gpu_check, nvml, run, shm
-from tfgpu.apply import configure_tensorflow
+from tfgpu.act.apply import configure_tensorflow
+from tfgpu.commands import gpu_check, run
+from tfgpu.machine import nvml, shm
 
 from tests.runtime.test_gpu_check import TF_OK, no_driver
 from tests.runtime.tf_standin import standin_tf

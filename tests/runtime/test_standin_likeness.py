@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfgpu import nvml
-from tfgpu.apply import configure_tensorflow
+from tfgpu.act.apply import configure_tensorflow
+from tfgpu.machine import nvml
 
 from tests import cpu_allocator
 from tests.runtime.conftest import clean_env

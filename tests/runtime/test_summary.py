@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tfgpu.device_plan import make_plan
-from tfgpu.settings import parse_environment
-from tfgpu.summary import describe_plan
+from tfgpu.commands.summary import describe_plan
+from tfgpu.contract.settings import parse_environment
+from tfgpu.plan.device_plan import make_plan
 
 IMAGE = {"TFGPU_IMAGE_DEFAULTS": "TF_GPU_MEMORY_GROWTH=true", "TF_GPU_MEMORY_GROWTH": "true"}
 

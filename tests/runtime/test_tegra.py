@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfgpu import apply, gpu_check, metrics, nvml, run, show, tegra
-from tfgpu.errors import ConfigError
-from tfgpu.preflight import run_preflight
-from tfgpu.settings import parse_environment
+from tfgpu.act import apply, metrics
+from tfgpu.commands import gpu_check, run, show
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import parse_environment
+from tfgpu.machine import nvml, tegra
+from tfgpu.plan.preflight import run_preflight
 
 from tests.runtime.tf_standin import standin_tf
 

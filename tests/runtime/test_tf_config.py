@@ -1,7 +1,7 @@
-"""Multi-worker training (tfgpu.tf_config): TF_CONFIG built from TF_GPU_WORKERS* and the Indexed
-Job's JOB_COMPLETION_INDEX, a user's TF_CONFIG validated and never replaced, TF_USE_LEGACY_KERAS
-checked; `tfgpu run` and `tfgpu show` report it. The real-TensorFlow proof across containers is
-tests/multiworker/."""
+"""Multi-worker training (tfgpu.contract.tf_config): TF_CONFIG built from TF_GPU_WORKERS* and the
+Indexed Job's JOB_COMPLETION_INDEX, a user's TF_CONFIG validated and never replaced,
+TF_USE_LEGACY_KERAS checked; `tfgpu run` and `tfgpu show` report it. The real-TensorFlow proof
+across containers is tests/multiworker/."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfgpu import peer_lost, tf_config
-from tfgpu.errors import ConfigError
-from tfgpu.settings import DERIVED, parse_environment
-from tfgpu.show import show
+from tfgpu.act import peer_lost
+from tfgpu.commands.show import show
+from tfgpu.contract import tf_config
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import DERIVED, parse_environment
 
 from tests.runtime.conftest import SRC, clean_env
 
@@ -135,7 +136,7 @@ def test_users_tf_config_is_validated_and_kept() -> None:
     assert s.sources["TF_CONFIG"].note == "yours: validated, never replaced"
     assert any("not used: TF_CONFIG is set" in w for w in s.warnings)
     out: dict[str, str] = {"TF_CONFIG": mine}
-    from tfgpu.apply import _set_tf_config
+    from tfgpu.act.apply import _set_tf_config
 
     _set_tf_config(s, {}, out, io.StringIO())
     assert out["TF_CONFIG"] == mine
@@ -285,7 +286,7 @@ def test_the_hook_sets_the_built_tf_config_and_keeps_the_users(
     """configure_tensorflow (the hook, after `import tensorflow`): a built TF_CONFIG goes into the
     process environment, where the strategy reads it; a user's is left as it is; and the
     lost-peer line is installed as sys.excepthook."""
-    from tfgpu.apply import configure_tensorflow
+    from tfgpu.act.apply import configure_tensorflow
 
     from tests.runtime.tf_standin import standin_tf
 
@@ -296,7 +297,7 @@ def test_the_hook_sets_the_built_tf_config_and_keeps_the_users(
     configure_tensorflow(standin_tf(gpus=0), environ, env_out=out, stderr=err)
     assert json.loads(out["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
     assert "tfgpu: cluster: worker 0 of 3" in err.getvalue()
-    assert sys.excepthook.__module__ == "tfgpu.peer_lost"
+    assert sys.excepthook.__module__ == "tfgpu.act.peer_lost"
     mine = '{"cluster":{"worker":["x:1"]},"task":{"type":"worker","index":0}}'
     out = {"TF_CONFIG": mine}
     configure_tensorflow(standin_tf(gpus=0), {"TF_CONFIG": mine}, env_out=out, stderr=err)

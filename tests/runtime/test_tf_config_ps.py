@@ -1,4 +1,4 @@
-"""Parameter-server training (tfgpu.tf_config): TF_CONFIG with the roles chief, worker
+"""Parameter-server training (tfgpu.contract.tf_config): TF_CONFIG with the roles chief, worker
 and ps built from TF_GPU_PS, TF_GPU_PS_HOSTS, TF_GPU_CHIEF_HOST and TF_GPU_ROLE; each bad value
 refused at the door (exit 78, the variable, the value, what is accepted, an example); a parameter
 server without a GPU unless TF_GPU_PS_GPUS=true; `tfgpu server` for workers and parameter
@@ -14,10 +14,12 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfgpu import peer_lost, server, tf_config
-from tfgpu.errors import ConfigError
-from tfgpu.run import prepare
-from tfgpu.settings import DERIVED, KIT_DEFAULT, parse_environment
+from tfgpu.act import peer_lost
+from tfgpu.commands import server
+from tfgpu.commands.run import prepare
+from tfgpu.contract import tf_config
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import DERIVED, KIT_DEFAULT, parse_environment
 
 from tests.runtime.conftest import SRC, clean_env
 

@@ -19,9 +19,9 @@ import yaml
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from tfgpu import tf_config
-from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_environment
+from tfgpu.contract import tf_config
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import parse_environment
 
 from tests.scale.helpers import errors, plan_json, write
 from tests.scale.test_plan_compose import gpu, service

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from tfgpu.errors import ConfigError
-from tfgpu.settings import parse_environment
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import parse_environment
 
 from tests.scale.helpers import training_pods
 from tests.scale.test_k8s_trainer import _expand

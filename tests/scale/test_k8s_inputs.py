@@ -38,7 +38,7 @@ def _container(doc: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        # --env values go through the runtime's own parser (tfgpu.settings)
+        # --env values go through the runtime's own parser (tfgpu.contract.settings)
         (["--env", "TF_GPU_MEM_LIMIT=4MB"], "--env TF_GPU_MEM_LIMIT='4MB' is not valid"),
         (["--env", "TF_GPU_QUIET=maybe"], "--env TF_GPU_QUIET='maybe' is not valid"),
         (["--env", "TF_MIXED_PRECISION=fp8"], "--env TF_MIXED_PRECISION='fp8' is not valid"),
@@ -53,7 +53,7 @@ def _container(doc: dict[str, Any]) -> dict[str, Any]:
             ["--env", "TF_GPU_MEM_LIMIT=1GiB", "--env", "TF_GPU_VIRTUAL_DEVICES=512"],
             "--env TF_GPU_MEM_LIMIT and --env TF_GPU_VIRTUAL_DEVICES exclude each other",
         ),
-        # a list of caps must fit the pod's GPUs, as tfgpu.device_plan requires
+        # a list of caps must fit the pod's GPUs, as tfgpu.plan.device_plan requires
         (["--mem-limit", "4096,2048"], "--mem-limit '4096,2048' is not valid (2 values for"),
         (["--gpus", "2", "--virtual-devices", "1024;1024;1024"], "(3 values for --gpus 2)"),
         # a flag and --env for the same variable: an error naming both

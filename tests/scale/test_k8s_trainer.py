@@ -22,7 +22,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from tfgpu.settings import parse_environment
+from tfgpu.contract.settings import parse_environment
 
 from tests.scale.helpers import errors, peers_only, plan_json, validate_job_templates, write
 from tests.scale.test_k8s_multiworker import _strict

@@ -450,7 +450,7 @@ def test_the_compose_file_publishes_no_port_beyond_the_host() -> None:
     """TensorFlow's gRPC has no authentication: the stack publishes no training port, and every
     port it publishes binds the host's loopback (a bare "8501:8501" binds every interface)."""
     import yaml
-    from tfgpu import tf_config
+    from tfgpu.contract import tf_config
 
     stack = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
     published = [
@@ -488,7 +488,7 @@ def test_the_fix_says_what_the_container_would_really_do(
 ) -> None:
     """Before: a misspelt name's fix said "the container would refuse to start (exit 78)", where
     the runtime warns and starts without what the name meant to set."""
-    from tfgpu.settings import parse_environment
+    from tfgpu.contract.settings import parse_environment
 
     path = write(tmp_path, "compose.yaml", {"services": {"a": service(env, gpu("0"))}})
     code, report = plan_json(capsys, [path], "--gpu-memory", "16GiB")

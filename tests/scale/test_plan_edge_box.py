@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tfgpu.settings import parse_environment
+from tfgpu.contract.settings import parse_environment
 
 from tests.scale.helpers import errors, plan_json
 from tfgpu_kit.matrix import catalog, spec

@@ -1,5 +1,5 @@
 """`build.py sbom IMAGE`: the SBOM an image of the kit carries (CycloneDX JSON, written by its own
-build: tfgpu.sbom), read out of the image without running it, and validated against the
+build: tfgpu.machine.sbom), read out of the image without running it, and validated against the
 CycloneDX specification's schema by cyclonedx-python-lib."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tfgpu_kit.shared.name_rules import image_reference
 log = logging.getLogger(__name__)
 
 LABEL = "io.tfgpu.sbom"  # the path of the SBOM inside the image (templates/partials/labels.j2)
-# the spec version tfgpu.sbom writes (its SPEC_VERSION); the validator is chosen by it
+# the spec version tfgpu.machine.sbom writes (its SPEC_VERSION); the validator is chosen by it
 SCHEMAS = {"1.6": "V1_6", "1.5": "V1_5"}
 
 

@@ -6,9 +6,9 @@ from both (an error naming both: two env entries would leave the pod's value to 
 last-wins merge and the manifest's annotations to the flag). Whatever the source, the value
 drives everything that depends on it: `--env TF_GPU_METRICS_PORT=9999` moves the containerPort,
 the scrape annotations and the PodMonitor too. The whole environment is then parsed by the
-runtime's own `tfgpu.settings.parse_environment`, so a manifest `k8s` writes is one the image's
-`tfgpu run` accepts, and a list of caps must fit the pod's GPU count as `tfgpu.device_plan`
-requires."""
+runtime's own `tfgpu.contract.settings.parse_environment`, so a manifest `k8s` writes is one the
+image's `tfgpu run` accepts, and a list of caps must fit the pod's GPU count as
+`tfgpu.plan.device_plan` requires."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfgpu.errors import ConfigError, printable, shown
-from tfgpu.names import strangers
-from tfgpu.settings import (
+from tfgpu.contract.errors import ConfigError, printable, shown
+from tfgpu.contract.names import strangers
+from tfgpu.contract.settings import (
     EXAMPLE_METRICS_PORT,
     Settings,
     parse_bool,
@@ -27,7 +27,7 @@ from tfgpu.settings import (
     parse_metrics_port,
     parse_virtual_devices,
 )
-from tfgpu.tf_config import PS_GPUS
+from tfgpu.contract.tf_config import PS_GPUS
 
 from tfgpu_kit.shared.errors import UsageError
 from tfgpu_kit.shared.name_rules import ENV_NAME, refuse_control
@@ -52,7 +52,7 @@ class PodEnv:
     env: list[tuple[str, str]]  # in the manifest's order
     metrics_port: int | None  # None: no metrics server (0)
     capped: bool  # the runtime will cap each GPU (TF_GPU_MEM_LIMIT or TF_GPU_VIRTUAL_DEVICES)
-    # the recovery rule's action (TF_GPU_RECOVER_*, tfgpu.recovery_rule): "report" wants a
+    # the recovery rule's action (TF_GPU_RECOVER_*, tfgpu.contract.recovery_rule): "report" wants a
     # liveness probe on the metrics port's /livez, "exit" the pod's restart; None: no rule
     recovery: str | None = None
 
@@ -151,14 +151,14 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
     if not settings.enabled:
         return settings
     if settings.required and settings.visible_devices == []:
-        # tfgpu.preflight: exit 69 at start, in every GPU pod, whatever the node has
+        # tfgpu.plan.preflight: exit 69 at start, in every GPU pod, whatever the node has
         raise UsageError(
             f"--env TF_GPU_REQUIRED={shown(dict(env)['TF_GPU_REQUIRED'])} and --env "
             f"CUDA_VISIBLE_DEVICES={shown(dict(env)['CUDA_VISIBLE_DEVICES'])}: the GPU pods "
             "would exit 69 at start (a GPU required, every GPU hidden); accepted: one of them; "
             "example: --env TF_GPU_REQUIRED=true"
         )
-    # tfgpu.device_plan: one value for every GPU, or exactly one per visible GPU
+    # tfgpu.plan.device_plan: one value for every GPU, or exactly one per visible GPU
     for variable, parsed in (
         ("TF_GPU_MEM_LIMIT", settings.mem_limit),
         ("TF_GPU_VIRTUAL_DEVICES", settings.virtual_devices),
@@ -174,8 +174,8 @@ def _runtime_accepts(env: list[tuple[str, str]], source: dict[str, str], gpus: i
 
 
 def _check_names(env: dict[str, str]) -> None:
-    """A name of the kit's prefixes that the runtime does not know (tfgpu.names): refused when
-    it is likely a typo of a known one (`TF_GPU_MEM_LMIT`, `tf_gpu_mem_limit`), as `plan`
+    """A name of the kit's prefixes that the runtime does not know (tfgpu.contract.names): refused
+    when it is likely a typo of a known one (`TF_GPU_MEM_LMIT`, `tf_gpu_mem_limit`), as `plan`
     refuses it in the manifest; a warning when no known name is close."""
     for stranger in strangers(env):
         if stranger.closest is None:

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfgpu.tf_config import MAX_WORKERS
+from tfgpu.contract.tf_config import MAX_WORKERS
 
 CHECKPOINT_PATH = "/checkpoints"  # where --checkpoint-claim is mounted (BackupAndRestore's dir)
 DEVICE_PLUGIN_NAMESPACE = "gpu-operator"  # the GPU Operator's, where its device plugin reads

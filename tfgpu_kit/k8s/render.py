@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import cast
 
 import jinja2
-from tfgpu import tf_config
+from tfgpu.contract import tf_config
 
 from tfgpu_kit.k8s import workers
 from tfgpu_kit.k8s.check import Checked, Serve, Train
@@ -232,7 +232,7 @@ def manifests(checked: Checked) -> list[tuple[str, str]]:
         "scrape_annotations": checked.monitor_labels is None and contract.metrics_port is not None,
         # terminationGracePeriodSeconds: preStop + the program's own exit
         "grace_period": checked.grace_period,
-        # the recovery rule (tfgpu.recovery): `report` is read by a liveness probe on the
+        # the recovery rule (tfgpu.act.recovery): `report` is read by a liveness probe on the
         # metrics port's /livez; either action keeps its count of recoveries in /var/tmp, on
         # an emptyDir, so that it outlives the container restarts it causes
         "recovery": contract.recovery,

@@ -1,5 +1,5 @@
 """`build.py k8s --workers N`: the flags of a multi-worker training Job checked, the group they
-describe (`Workers`, its roles), and the variables each worker gets (tfgpu.tf_config builds
+describe (`Workers`, its roles), and the variables each worker gets (tfgpu.contract.tf_config builds
 TF_CONFIG from them in the pod).
 
 The host names are Kubernetes' own: an Indexed Job's pod `<job>-<index>` under the headless
@@ -20,9 +20,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from tfgpu import tf_config
-from tfgpu.errors import ConfigError, shown
-from tfgpu.settings import parse_bool, parse_environment
+from tfgpu.contract import tf_config
+from tfgpu.contract.errors import ConfigError, shown
+from tfgpu.contract.settings import parse_bool, parse_environment
 
 from tfgpu_kit.k8s.flags import Flags
 from tfgpu_kit.shared import name_rules
@@ -59,7 +59,7 @@ OWNED = (
 @dataclass(frozen=True)
 class Workers:
     """Multi-worker training: an Indexed Job of `count` pods and its headless Service,
-    or a JobSet; TF_CONFIG is built in each pod by the runtime (tfgpu.tf_config)."""
+    or a JobSet; TF_CONFIG is built in each pod by the runtime (tfgpu.contract.tf_config)."""
 
     count: int
     port: int

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tfgpu import gpu_support
+from tfgpu.contract import gpu_support
 
 from tfgpu_kit.matrix import cudagap
 from tfgpu_kit.matrix.locks import wheel_locks
@@ -275,8 +275,8 @@ def _cuda(gap: cudagap.Gap) -> Cuda:
 
 def gpu_facts(spec: Spec, tensorflow: str) -> dict[str, object]:
     """What an image tells the runtime of the GPUs its TensorFlow serves (templates' gpu-env):
-    the wheel's SASS/PTX codes, its known failures (in tfgpu.gpu_support's form), the kernel
-    cache."""
+    the wheel's SASS/PTX codes, its known failures (in tfgpu.contract.gpu_support's form), the
+    kernel cache."""
     build = spec.matrix.tensorflow[tensorflow]
     return {
         "arches": " ".join([*build.arches.sass, *build.arches.ptx]) if build.arches else None,

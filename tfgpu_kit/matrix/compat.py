@@ -13,8 +13,8 @@ Verdicts, in order of preference:
 - does not run.
 
 With an architecture, two columns besides: how TensorFlow's own kernels reach it and how XLA does
-(tfgpu.gpu_support's rule, the one the runtime in the image applies): native, PTX JIT (not reported
-either way, unless a failure is), known to fail, no kernels.
+(tfgpu.contract.gpu_support's rule, the one the runtime in the image applies): native, PTX JIT (not
+reported either way, unless a failure is), known to fail, no kernels.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from tfgpu import gpu_support
+from tfgpu.contract import gpu_support
 
 from tfgpu_kit.matrix.cudagap import Requirements, requirements
 from tfgpu_kit.matrix.spec import Spec, TensorFlowBuild

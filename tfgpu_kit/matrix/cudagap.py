@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfgpu import libs
+from tfgpu.machine import libs
 
 from tfgpu_kit.matrix.spec import CudaSource, Spec
 from tfgpu_kit.matrix.versions import Version
@@ -48,7 +48,8 @@ class Component:
 
 def fits(needed: Version, has: Version) -> bool:
     """Does the CUDA runtime or cuDNN a base has fit what its TensorFlow was built with? The rule
-    TensorFlow applies (the runtime's tfgpu.libs.fits): the same major, a minor not lower."""
+    TensorFlow applies (the runtime's tfgpu.machine.libs.fits): the same major, a minor not
+    lower."""
     return libs.fits((has.major, has.minor), (needed.major, needed.minor))
 
 

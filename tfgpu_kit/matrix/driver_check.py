@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from tfgpu import gpu_support
+from tfgpu.contract import gpu_support
 
 from tfgpu_kit.matrix import compat, local_driver
 from tfgpu_kit.matrix import spec as specs

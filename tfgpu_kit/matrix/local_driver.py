@@ -1,17 +1,18 @@
 """The local NVIDIA driver and GPUs, for `check` without --driver and `plan` without --gpu-memory.
 
-NVML is read by the runtime's reader (`tfgpu.nvml.query`), the kit's one reader of it; this module
-only words its failures as the build side's errors. The build side imports pynvml itself and hands
-it over: the runtime's reader would first look for a driver's device files (its shortcut inside
-containers), while a build host may load NVML without them (and the tests' fake driver has none).
+NVML is read by the runtime's reader (`tfgpu.machine.nvml.query`), the kit's one reader of it; this
+module only words its failures as the build side's errors. The build side imports pynvml itself and
+hands it over: the runtime's reader would first look for a driver's device files (its shortcut
+inside containers), while a build host may load NVML without them (and the tests' fake driver has
+none).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfgpu import nvml
-from tfgpu.nvml import NvmlReport
+from tfgpu.machine import nvml
+from tfgpu.machine.nvml import NvmlReport
 
 from tfgpu_kit.shared.errors import KitError, UsageError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfgpu import gpu_support
+from tfgpu.contract import gpu_support
 
 from tfgpu_kit.matrix import cudagap
 from tfgpu_kit.matrix import spec as specs

@@ -27,8 +27,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from tfgpu import gpu_support
-from tfgpu.gpu_support import Failure
+from tfgpu.contract import gpu_support
+from tfgpu.contract.gpu_support import Failure
 
 from tfgpu_kit.matrix import nvidia_require
 from tfgpu_kit.matrix.versions import Version, parse_arch_code
@@ -257,7 +257,7 @@ class Matrix(_Strict):
 
 # GPU generations (images/gpus.yaml). A capability as NVIDIA writes it (8.0, 12.0); an issue or
 # pull request as owner/repo#N. Free text reaches the images' TFGPU_IMAGE_GPU_FAILURES (a quoted ENV
-# value, parsed by tfgpu.gpu_support): no quote, `$`, backslash, backtick or `|` in it.
+# value, parsed by tfgpu.contract.gpu_support): no quote, `$`, backslash, backtick or `|` in it.
 Capability = Annotated[str, _fullmatch(r"[1-9][0-9]?\.[0-9]", "a compute capability X.Y", "12.0")]
 IssueRef = Annotated[
     str,
@@ -563,7 +563,7 @@ class Spec(BaseModel):
 
     def gpu_support(self, tensorflow: str, cc: tuple[int, int]) -> gpu_support.Verdict:
         """What TensorFlow `tensorflow`'s build means for GPUs of capability `cc`: its SASS/PTX
-        (matrix.yaml) by tfgpu.gpu_support's rule, and its known failures (gpus.yaml)."""
+        (matrix.yaml) by tfgpu.contract.gpu_support's rule, and its known failures (gpus.yaml)."""
         build = self.matrix.tensorflow[tensorflow]
         codes = None if build.arches is None else [*build.arches.sass, *build.arches.ptx]
         return gpu_support.judge(cc, codes, self.gpus.failures(tensorflow))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tfgpu_kit.shared.errors import UsageError
 
 # ASCII digits only, whole string (fullmatch): `\d` also takes "٥" (int() reads it as 5), which
-# nvidia-smi, CUDA and the runtime (tfgpu.settings.is_ascii_number) never write or accept.
+# nvidia-smi, CUDA and the runtime (tfgpu.contract.settings.is_ascii_number) never write or accept.
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}")
 
 

@@ -12,9 +12,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tfgpu.errors import ConfigError
-from tfgpu.names import JOB_INDEX, UnknownName
-from tfgpu.settings import is_ascii_number
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.names import JOB_INDEX, UnknownName
+from tfgpu.contract.settings import is_ascii_number
 
 from tfgpu_kit.plan import caps as caps_mod
 from tfgpu_kit.plan.envvars import CAP_VARIABLES

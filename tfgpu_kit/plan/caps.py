@@ -1,8 +1,8 @@
 """A workload's caps per visible GPU, decided by the runtime's own code.
 
 The plan must agree with what the container will do, so it does not parse the
-variables itself: tfgpu.settings validates the environment and tfgpu.device_plan turns it
-into per-GPU limits, exactly as the hook does inside the container (a value the
+variables itself: tfgpu.contract.settings validates the environment and tfgpu.plan.device_plan turns
+it into per-GPU limits, exactly as the hook does inside the container (a value the
 runtime would refuse with exit 78 is an error here too)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tfgpu import device_plan as runtime_plan
-from tfgpu import names as runtime_names
-from tfgpu import settings as runtime_settings
+from tfgpu.contract import names as runtime_names
+from tfgpu.contract import settings as runtime_settings
+from tfgpu.plan import device_plan as runtime_plan
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class ProcessCaps:
 
 def resolve(env: Mapping[str, str], totals: Sequence[float]) -> ProcessCaps:
     """Caps for a process whose visible GPUs have `totals` MiB each (percentages resolve
-    against them). Raises tfgpu.errors.ConfigError for a value the runtime refuses."""
+    against them). Raises tfgpu.contract.errors.ConfigError for a value the runtime refuses."""
     runtime_names.refuse_strangers(env)  # a misspelt name: refused here, warned about at the door
     settings = runtime_settings.parse_environment(env)
     if not settings.enabled:

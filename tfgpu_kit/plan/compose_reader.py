@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfgpu.settings import is_ascii_number
+from tfgpu.contract.settings import is_ascii_number
 
 from tfgpu_kit.plan import devices, envvars
 from tfgpu_kit.plan.fields import (

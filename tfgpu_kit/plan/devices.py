@@ -1,7 +1,7 @@
 """Which host GPUs a container's processes see: NVIDIA_VISIBLE_DEVICES (or a device
 request), then CUDA_VISIBLE_DEVICES inside the container.
 
-GPU ids are checked with the runtime's own parser (tfgpu.settings.parse_visible_devices: an
+GPU ids are checked with the runtime's own parser (tfgpu.contract.settings.parse_visible_devices: an
 index, a GPU-… UUID or a MIG-… id), and no list is ever built per unit of a count a file gives:
 a count is compared with the host's GPUs (or MAX_GPUS) first."""
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfgpu.errors import ConfigError
-from tfgpu.settings import is_ascii_number, parse_visible_devices
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import is_ascii_number, parse_visible_devices
 
 # The most GPUs plan takes on one host (--gpu-count) or in one pod: DGX-class hosts have 8-16,
 # and no PCIe/NVLink host has more than 64.

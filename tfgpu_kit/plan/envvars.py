@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from tfgpu.names import JOB_INDEX
+from tfgpu.contract.names import JOB_INDEX
 
 # Variables that decide a process's GPUs or caps, or that the runtime reads (its contract,
-# TensorFlow's, the worker index) or checks the names of (tfgpu.names: `tf_gpu_mem_limit`, a
-# misspelt CUDA_VISIBLE_DEVICES). Everything else is ignored, so an interpolated password or token
+# TensorFlow's, the worker index) or checks the names of (tfgpu.contract.names: `tf_gpu_mem_limit`,
+# a misspelt CUDA_VISIBLE_DEVICES). Everything else is ignored, so an interpolated password or token
 # never makes a plan fail.
 GPU_SELECTION = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 CAP_VARIABLES = ("TF_GPU_MEM_LIMIT", "TF_GPU_VIRTUAL_DEVICES")

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeGuard
 
-from tfgpu.settings import is_ascii_number
+from tfgpu.contract.settings import is_ascii_number
 
 from tfgpu_kit.plan.model import Unresolved
 from tfgpu_kit.shared.errors import UsageError

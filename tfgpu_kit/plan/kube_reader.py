@@ -338,7 +338,8 @@ def _jobset_labelled(source: str, raw: object, jobset: str, replicated: str) -> 
 
 def _worker_index(workload: Workload, pods: int, cluster: Cluster) -> None:
     """An Indexed Job: Kubernetes sets JOB_COMPLETION_INDEX in each pod, which the runtime reads
-    (TF_GPU_WORKERS, tfgpu.tf_config); the last index is the one that can be out of range."""
+    (TF_GPU_WORKERS, tfgpu.contract.tf_config); the last index is the one that can be out of
+    range."""
     if "JOB_COMPLETION_INDEX" not in workload.env:  # a container's own value replaces Kubernetes'
         workload.env["JOB_COMPLETION_INDEX"] = str(max(pods - 1, 0))
         workload.index_per_pod = True

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu.settings import is_ascii_number
+from tfgpu.contract.settings import is_ascii_number
 
 from tfgpu_kit.matrix import local_driver
 from tfgpu_kit.plan import budget, devices, prometheus, report, sources, unified

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 import yaml
-from tfgpu.settings import is_ascii_number
+from tfgpu.contract.settings import is_ascii_number
 
 from tfgpu_kit.plan.budget import GpuBudget
 from tfgpu_kit.shared.errors import UsageError

@@ -9,9 +9,9 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from tfgpu import durations
-from tfgpu.errors import ConfigError
-from tfgpu.settings import is_ascii_number, parse_mem_limit
+from tfgpu.contract import durations
+from tfgpu.contract.errors import ConfigError
+from tfgpu.contract.settings import is_ascii_number, parse_mem_limit
 
 from tfgpu_kit.shared.errors import UsageError
 
@@ -44,8 +44,8 @@ def whole_number(
 
 
 def duration_seconds(flag: str, value: str, example: str, *, high: int) -> int:
-    """`value`, a duration (DURATION_FORMS: the runtime's own grammar, tfgpu.durations), as whole
-    seconds from 1 to `high`."""
+    """`value`, a duration (DURATION_FORMS: the runtime's own grammar, tfgpu.contract.durations), as
+    whole seconds from 1 to `high`."""
     seconds = durations.seconds_of(str(value), 1, high)
     if seconds is None:
         raise UsageError(

@@ -1,5 +1,5 @@
 """`python -m tfgpu …` works the same as the `tfgpu` console script."""
 
-from tfgpu.cli import main
+from tfgpu.commands.cli import main
 
 raise SystemExit(main())

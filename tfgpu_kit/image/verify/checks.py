@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tfgpu import libs
-from tfgpu.check_report import CheckReport, LibraryInfo, TensorFlowInfo
+from tfgpu.contract.check_report import CheckReport, LibraryInfo, TensorFlowInfo
+from tfgpu.machine import libs
 
 from tfgpu_kit.matrix import cudagap
 from tfgpu_kit.matrix.spec import CudaSource, Spec, TensorFlowBuild, VariantBase

@@ -11,7 +11,7 @@ NVML/CUDA stand-in, which a Jetson does not have either. On the board, `tfgpu ch
 
 from __future__ import annotations
 
-from tfgpu.check_report import CheckReport
+from tfgpu.contract.check_report import CheckReport
 
 from tfgpu_kit.image.verify.checks import Check, Observed, _applied, _hook, _self_check, not_checked
 from tfgpu_kit.matrix import catalog

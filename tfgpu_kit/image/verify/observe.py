@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, cast
 
-from tfgpu.check_report import CheckReport
+from tfgpu.contract.check_report import CheckReport
 
 import fakegpu
 from tfgpu_kit.image.verify.checks import GpuProbe, Observed
