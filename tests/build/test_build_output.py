@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu_kit.image import build, build_args, docker_engine
+from tfgpu_kit.image import build, build_args, buildkit, docker_engine
 from tfgpu_kit.matrix import catalog, spec
 from tfgpu_kit.shared.errors import EXIT_FAILED, DockerError
 
@@ -67,6 +67,19 @@ def test_follow_failure_carries_the_failing_steps_output(
     assert "error: The command returned a non-zero code: 1" in message
     # the steps before the failure were streamed as they came
     assert "2.21.0-gpu Step 3/3" in capsys.readouterr().err
+
+
+def test_a_full_disk_gets_the_disks_hint() -> None:
+    """The legacy builder's words for ENOSPC in a COPY (as the engine reports it)."""
+    chunks = [
+        *CHUNKS[:6],
+        {"errorDetail": {"message": "failed to copy files: write /var/lib/docker/overlay2/x/merged"
+                         "/tmp/w.whl: no space left on device"}},
+    ]  # fmt: skip
+    with pytest.raises(DockerError) as info:
+        docker_engine._follow(iter(chunks), "2.21.0-gpu")
+    assert f"hint: {buildkit.DISK_HINT}" in str(info.value)
+    assert docker_engine.BASE_HINT not in str(info.value)
 
 
 def test_follow_without_image_id() -> None:

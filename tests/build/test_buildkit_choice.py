@@ -155,6 +155,25 @@ def test_a_base_that_cannot_be_had_gets_the_base_hint(tmp_path: Path) -> None:
     assert "hint: the base hint" in str(failed.value)
 
 
+def test_a_failed_step_after_the_metadata_load_is_not_a_missing_base(tmp_path: Path) -> None:
+    """Every BuildKit build prints "load metadata for" its base; a later step that fails (here the
+    engine's disk is full, BuildKit's words as read from Docker 20.10) gets the disk's hint."""
+    fail = (
+        'echo "#3 [internal] load metadata for tfgpu-standin.local/t/t:2.15.0-gpu"; '
+        'echo "#3 DONE 0.0s"; '
+        'echo "#6 ERROR: failed to copy files: userspace copy failed: write /var/lib/docker/x:'
+        ' no space left on device"; '
+        'echo " > [tfgpu-runtime 2/3] COPY wheels/ /tmp/tfgpu-wheels/:"; exit 1'
+    )
+    builder = buildkit.find_buildkit(str(fake_cli(tmp_path, DEBIAN_20, fail)))
+    with pytest.raises(DockerError) as failed:
+        buildkit.build(builder, tmp_path, label="x", tag="t", buildargs={}, no_cache=False,
+                       hint="the base hint")  # fmt: skip
+    message = str(failed.value)
+    assert "the base hint" not in message
+    assert f"hint: {buildkit.DISK_HINT}" in message
+
+
 def test_build_help_names_the_builders() -> None:
     out = subprocess.run(
         [sys.executable, "build.py", "build", "--help"], cwd=ROOT, capture_output=True,

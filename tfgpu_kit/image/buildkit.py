@@ -33,8 +33,16 @@ _PROBE_TIMEOUT_S = 20
 # lines of BuildKit's output kept to report a failed step
 _TAIL = 60
 # BuildKit's lines when the FROM image cannot be had (`[internal] load metadata for REF`)
+# BuildKit's words when the base cannot be had: its error summary (" > ") names the failed
+# metadata load; a successful build prints "#N [internal] load metadata for" too.
 _BASE_FAILURE = re.compile(
-    r"load metadata for|failed to resolve source metadata|pull access denied"
+    r"^\s*> \[internal\] load metadata for|failed to resolve source metadata|pull access denied"
+)
+# Any builder's words when the engine's disk is full (the kernel's ENOSPC message)
+DISK_FULL = re.compile(r"no space left on device")
+DISK_HINT = (
+    "the Docker engine's disk is full: free space (`docker builder prune`, `docker image prune`)"
+    " or give its data root more room (`docker info` names it)"
 )
 
 
@@ -139,6 +147,16 @@ def argv(
     return [*line, str(context)]
 
 
+def _failure_hint(tail: deque[str], base_hint: str | None) -> str | None:
+    """The hint a failed build's last lines call for: a full disk, else a base that cannot be
+    had, else none."""
+    if any(DISK_FULL.search(out) for out in tail):
+        return DISK_HINT
+    if any(_BASE_FAILURE.search(out) for out in tail):
+        return base_hint
+    return None
+
+
 def build(
     builder: Builder,
     context: Path,
@@ -194,10 +212,9 @@ def build(
             raise DockerError(f"building {where}: cannot run {builder.cli}: {exc}") from None
         if code != 0:
             output = "\n".join(f"    {out}" for out in tail) or "    (BuildKit's output is above)"
-            failed_base = any(_BASE_FAILURE.search(out) for out in tail)
             raise DockerError(
                 f"building {where} failed (BuildKit: {builder.cli} build exited {code})\n{output}",
-                hint=hint if failed_base else None,
+                hint=_failure_hint(tail, hint),
             )
         try:
             image_id = iidfile.read_text(encoding="ascii").strip()

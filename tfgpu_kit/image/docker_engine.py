@@ -17,6 +17,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from tfgpu_kit.image import buildkit
 from tfgpu_kit.shared.errors import DockerError
 from tfgpu_kit.shared.log import stderr
 
@@ -34,6 +35,13 @@ BASE_HINT = (
     "the base image is neither local nor pullable: pass a mirror with "
     "--base-registry MIRROR, or `docker pull`/`docker load` the base first"
 )
+
+
+def _failure_hint(header: str, message: str) -> str | None:
+    """A full disk, else a FROM step (the base could not be had: no registry, a typo, no login)."""
+    if buildkit.DISK_FULL.search(message):
+        return buildkit.DISK_HINT
+    return BASE_HINT if " : FROM " in header else None
 
 
 def client() -> Any:
@@ -124,8 +132,7 @@ def _follow(chunks: Iterable[dict[str, Any]], label: str) -> str:
             output = "\n".join(f"    {line}" for line in lines[-40:]) or "    (no output)"
             raise DockerError(
                 f"building {label} failed at {header or 'the start'}\n{output}\n  error: {message}",
-                # a FROM step fails when the base could not be had (no registry, a typo, no login)
-                hint=BASE_HINT if " : FROM " in header else None,
+                hint=_failure_hint(header, message),
             )
         elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
             image_id = str(chunk["aux"]["ID"])
