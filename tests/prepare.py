@@ -1,14 +1,15 @@
 """`./kit test-images [GROUP…] [--standins-only] [--list]` (`python -m tests.prepare`): build the
 images the container tests run, before pytest (CI's step; tests/kit_images.py lists them).
 
-First the stand-in bases of the groups (`python -m tests.base_standins`: reused when their key
-has not changed), then each image with `./kit build`, the product's own command as a user runs it
-(`--json`, or the people's table for one of them), one at a time, each build's output kept for
-the tests that read it (tests/kit_images.py, `RECORDS`). The builds go through BuildKit: the
-first `docker` CLI on PATH that has it is put first on the builds' PATH (.ci/run installs
-Debian's docker.io, whose CLI has it built in); where none has it, `./kit build` says so and
-uses the legacy builder. GROUP: core, cuda11, arm64 (default: all). Exit 1 on the first build
-that fails, with the end of its output."""
+First the stand-in bases of the groups (`python -m tests.base_standins`: reused when their key has
+not changed), then each image with `./kit build`, the product's own command as a user runs it
+(`--json`, or the people's table for one of them), one at a time, each build's output kept for the
+tests that read it (tests/kit_images.py, `RECORDS`). The builds go through BuildKit: the first
+`docker` CLI on PATH that has it is put first on the builds' PATH (.ci/run installs Debian's
+docker.io, whose CLI has it built in); where none has it, `./kit build` says so and uses the legacy
+builder. After each build BuildKit's cache is dropped: the builder stages would not fit beside the
+images (docs/harness.md, "Disk"). GROUP: core, cuda11, arm64 (default: all). Exit 1 on the first
+build that fails, with the end of its output."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import docker
 
 from tests.base_standins import StandinError, build_all
 from tests.base_standins.l4t import build_l4t
@@ -60,8 +63,20 @@ def build_image(image: SuiteImage, env: dict[str, str]) -> bool:
         say(f"FAILED ({done.returncode}) after {seconds:.0f}s: {image.line()}")
         print(done.stderr[-6000:], file=sys.stderr, flush=True)
         return False
-    say(f"{image.ref}: {seconds:.0f}s ({image.line()})")
+    say(f"{image.ref}: {seconds:.0f}s, {drop_build_cache()} ({image.line()})")
     return True
+
+
+def drop_build_cache() -> str:
+    """Drop BuildKit's cache of the build just made: a repaired image's builder stage (its wheels
+    copied and installed, about 8 GB) is not part of the image, and every image the suite runs
+    is on the disk at once (docs/harness.md, "Disk"). What it frees, said."""
+    client = docker.from_env(timeout=600)
+    try:
+        freed = int(client.api.prune_builds(all=True).get("SpaceReclaimed") or 0)
+    finally:
+        client.close()
+    return f"its build cache dropped ({freed / 2**30:.1f} GiB)"
 
 
 def builds_env() -> dict[str, str]:
