@@ -55,6 +55,7 @@ def build_standins(names: list[str]) -> None:
 def build_image(image: SuiteImage, env: dict[str, str]) -> bool:
     command = [sys.executable, str(ROOT / "build.py"), "build", *image.build]
     command += [] if image.table else ["--json"]
+    replaced = image_id(image.ref)
     t0 = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
     write_record(image.key, BuildRecord(command, done.returncode, done.stdout, done.stderr))
@@ -63,8 +64,38 @@ def build_image(image: SuiteImage, env: dict[str, str]) -> bool:
         say(f"FAILED ({done.returncode}) after {seconds:.0f}s: {image.line()}")
         print(done.stderr[-6000:], file=sys.stderr, flush=True)
         return False
-    say(f"{image.ref}: {seconds:.0f}s, {drop_build_cache()} ({image.line()})")
+    dropped = drop_replaced(replaced, image.ref)
+    say(f"{image.ref}: {seconds:.0f}s, {dropped}{drop_build_cache()} ({image.line()})")
     return True
+
+
+def image_id(ref: str) -> str | None:
+    client = docker.from_env(timeout=600)
+    try:
+        return str(client.images.get(ref).id)
+    except docker.errors.ImageNotFound:
+        return None
+    finally:
+        client.close()
+
+
+def drop_replaced(replaced: str | None, ref: str) -> str:
+    """Remove the image a build replaced under `ref`, by its id and only when no tag is left on
+    it: a rebuilt repaired image leaves its predecessor (3 GB and more) untagged. Not a prune of
+    every dangling image: the stand-ins building beside it (the legacy builder) have untagged
+    images of their own mid-build."""
+    if replaced is None or replaced == image_id(ref):
+        return ""
+    client = docker.from_env(timeout=600)
+    try:
+        if client.images.get(replaced).tags:
+            return ""
+        client.images.remove(replaced)
+        return "the image it replaced removed, "
+    except docker.errors.APIError as exc:  # gone already, or a container still uses it
+        return f"the image it replaced kept ({exc.explanation or exc}), "
+    finally:
+        client.close()
 
 
 def drop_build_cache() -> str:
