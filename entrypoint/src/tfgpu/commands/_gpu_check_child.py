@@ -59,7 +59,7 @@ def main() -> int:
         return 0
     # Only now, after `import tensorflow`: importing the hook installs its finder, which would
     # apply the plan where the image has none, and report it as the hook's (not a cost).
-    from tfgpu.act import _hook
+    from tfgpu import _hook
 
     info = dict(tf.sysconfig.get_build_info())  # no cuda_version on CPU builds: .get()
     out["build_info"] = {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float))}
