@@ -182,6 +182,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    _overrides(config)  # a bad --suite-image stops the run at once, as a usage error
+
+
 def _overrides(config: pytest.Config) -> dict[str, str]:
     chosen: dict[str, str] = {}
     for item in config.getoption("--suite-image"):
@@ -200,22 +204,21 @@ def take(request: pytest.FixtureRequest, key: str) -> str:
     elsewhere, naming the line that makes it)."""
     image = BY_KEY[key]
     ref = _overrides(request.config).get(key, image.ref)
-    client: docker.DockerClient = request.getfixturevalue("docker_client")
-    try:
-        client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        _missing(f"the suite's image {key!r} ({ref}) is not in the engine", image)
-    return ref
+    return _present(request, ref, f"the suite's image {key!r} ({ref})", image)
 
 
 def take_standin(request: pytest.FixtureRequest, tag: str, key: str) -> str:
     """A stand-in base by tag, present in the engine (the same rule as `take`)."""
+    return _present(request, tag, f"the stand-in base {tag}", BY_KEY[key])
+
+
+def _present(request: pytest.FixtureRequest, ref: str, what: str, image: SuiteImage) -> str:
     client: docker.DockerClient = request.getfixturevalue("docker_client")
     try:
-        client.images.get(tag)
+        client.images.get(ref)
     except docker.errors.ImageNotFound:
-        _missing(f"the stand-in base {tag} is not in the engine", BY_KEY[key])
-    return tag
+        _missing(f"{what} is not in the engine", image)
+    return ref
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,10 @@ def build_standins(names: list[str]) -> None:
     say(f"stand-ins {' '.join(names)}: ready in {time.monotonic() - t0:.0f}s")
 
 
-def build_image(image: SuiteImage, env: dict[str, str]) -> bool:
+def build_image(client: docker.DockerClient, image: SuiteImage, env: dict[str, str]) -> bool:
     command = [sys.executable, str(ROOT / "build.py"), "build", *image.build]
     command += [] if image.table else ["--json"]
-    replaced = image_id(image.ref)
+    replaced = image_id(client, image.ref)
     t0 = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
     write_record(image.key, BuildRecord(command, done.returncode, done.stdout, done.stderr))
@@ -64,29 +64,25 @@ def build_image(image: SuiteImage, env: dict[str, str]) -> bool:
         say(f"FAILED ({done.returncode}) after {seconds:.0f}s: {image.line()}")
         print(done.stderr[-6000:], file=sys.stderr, flush=True)
         return False
-    dropped = drop_replaced(replaced, image.ref)
-    say(f"{image.ref}: {seconds:.0f}s, {dropped}{drop_build_cache()} ({image.line()})")
+    dropped = drop_replaced(client, replaced, image.ref)
+    say(f"{image.ref}: {seconds:.0f}s, {dropped}{drop_build_cache(client)} ({image.line()})")
     return True
 
 
-def image_id(ref: str) -> str | None:
-    client = docker.from_env(timeout=600)
+def image_id(client: docker.DockerClient, ref: str) -> str | None:
     try:
         return str(client.images.get(ref).id)
     except docker.errors.ImageNotFound:
         return None
-    finally:
-        client.close()
 
 
-def drop_replaced(replaced: str | None, ref: str) -> str:
+def drop_replaced(client: docker.DockerClient, replaced: str | None, ref: str) -> str:
     """Remove the image a build replaced under `ref`, by its id and only when no tag is left on
     it: a rebuilt repaired image leaves its predecessor (3 GB and more) untagged. Not a prune of
     every dangling image: the stand-ins building beside it (the legacy builder) have untagged
     images of their own mid-build."""
-    if replaced is None or replaced == image_id(ref):
+    if replaced is None or replaced == image_id(client, ref):
         return ""
-    client = docker.from_env(timeout=600)
     try:
         if client.images.get(replaced).tags:
             return ""
@@ -94,19 +90,13 @@ def drop_replaced(replaced: str | None, ref: str) -> str:
         return "the image it replaced removed, "
     except docker.errors.APIError as exc:  # gone already, or a container still uses it
         return f"the image it replaced kept ({exc.explanation or exc}), "
-    finally:
-        client.close()
 
 
-def drop_build_cache() -> str:
+def drop_build_cache(client: docker.DockerClient) -> str:
     """Drop BuildKit's cache of the build just made: a repaired image's builder stage (its wheels
     copied and installed, about 8 GB) is not part of the image, and every image the suite runs
     is on the disk at once (docs/harness.md, "Disk"). What it frees, said."""
-    client = docker.from_env(timeout=600)
-    try:
-        freed = int(client.api.prune_builds(all=True).get("SpaceReclaimed") or 0)
-    finally:
-        client.close()
+    freed = int(client.api.prune_builds(all=True).get("SpaceReclaimed") or 0)
     return f"its build cache dropped ({freed / 2**30:.1f} GiB)"
 
 
@@ -122,9 +112,10 @@ def builds_env() -> dict[str, str]:
     return env
 
 
-def disk_line() -> str:
-    free = shutil.disk_usage("/var/lib/docker" if Path("/var/lib/docker").exists() else "/").free
-    return f"{free / 2**30:.1f} GiB free"
+def disk_line(client: docker.DockerClient) -> str:
+    """The free space where the engine keeps its images (the engine is local)."""
+    free = shutil.disk_usage(str(client.info()["DockerRootDir"])).free
+    return f"{free / 2**30:.1f} GiB free on the engine's disk"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,11 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.standins_only:
         return 0
     env = builds_env()
-    for image in images:
-        if not build_image(image, env):
-            return 1
-    say(f"{', '.join(groups)}: {len(images)} images in {time.monotonic() - t0:.0f}s; "
-        f"{disk_line()}")  # fmt: skip
+    client = docker.from_env(timeout=600)
+    try:
+        for image in images:
+            if not build_image(client, image, env):
+                return 1
+        say(f"{', '.join(groups)}: {len(images)} images in {time.monotonic() - t0:.0f}s; "
+            f"{disk_line(client)}")  # fmt: skip
+    finally:
+        client.close()
     return 0
 
 
