@@ -224,12 +224,16 @@ def _present(request: pytest.FixtureRequest, ref: str, what: str, image: SuiteIm
 @dataclass(frozen=True)
 class BuildRecord:
     """What `./kit test-images` kept of one image's `./kit build`: the command line, its
-    exit code, stdout and stderr."""
+    exit code, stdout and stderr, its inputs' key and the id of the image it made."""
 
     command: list[str]
     returncode: int
     stdout: str
     stderr: str
+    # What the build was made from (tests/prepare.py, `inputs_key`) and the image it made: a
+    # later `./kit test-images` keeps an image whose inputs are the same.
+    inputs: str = ""
+    image_id: str = ""
 
 
 def record_path(key: str) -> Path:
@@ -243,13 +247,21 @@ def write_record(key: str, record: BuildRecord) -> None:
     partial.replace(record_path(key))
 
 
-def take_record(key: str) -> BuildRecord:
-    """The kept build of image KEY (fail in CI, skip elsewhere when there is none)."""
+def read_record(key: str) -> BuildRecord | None:
+    """The kept build of image KEY; None when there is none."""
     path = record_path(key)
     if not path.is_file():
-        _missing(f"no record of the build of the suite's image {key!r} in {RECORDS}", BY_KEY[key])
+        return None
     data: dict[str, Any] = json.loads(path.read_text())
     return BuildRecord(**data)
+
+
+def take_record(key: str) -> BuildRecord:
+    """The kept build of image KEY (fail in CI, skip elsewhere when there is none)."""
+    record = read_record(key)
+    if record is None:
+        _missing(f"no record of the build of the suite's image {key!r} in {RECORDS}", BY_KEY[key])
+    return record
 
 
 @pytest.fixture(scope="session")

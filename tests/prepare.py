@@ -8,12 +8,16 @@ tests that read it (tests/kit_images.py, `RECORDS`). The builds go through Build
 `docker` CLI on PATH that has it is put first on the builds' PATH (.ci/run installs Debian's
 docker.io, whose CLI has it built in); where none has it, `./kit build` says so and uses the legacy
 builder. After each build BuildKit's cache is dropped: the builder stages would not fit beside the
-images (docs/harness.md, "Disk"). GROUP: core, cuda11, arm64 (default: all). Exit 1 on the first
-build that fails, with the end of its output."""
+images (docs/harness.md, "Disk"). An image whose inputs have not changed since its kept build
+(the kit's sources, the build line, its stand-ins' keys, the engine: `inputs_key`) is kept, not
+rebuilt; `--rebuild` builds every one. GROUP: core, cuda11, arm64 (default: all). Exit 1 on the
+first build that fails, with the end of its output."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +36,7 @@ from tests.kit_images import (
     BuildRecord,
     SuiteImage,
     buildkit_cli_on_path,
+    read_record,
     write_record,
 )
 
@@ -42,23 +47,72 @@ def say(message: str) -> None:
     print(f"[prepare] {message}", flush=True)
 
 
-def build_standins(names: list[str]) -> None:
+# What `./kit build` reads: the command, the kit, the image data, the templates, the committed
+# Dockerfiles and the runtime copied into each image. Tests, docs and benchmarks are not inputs.
+INPUTS = ("build.py", "tfgpu_kit", "images", "templates", "dockerfiles", "entrypoint")
+NOT_INPUTS = ("__pycache__", ".pyc", ".egg-info", ".mypy_cache", ".ruff_cache")
+
+
+def build_standins(names: list[str]) -> dict[str, str]:
+    """Build (or reuse) the stand-ins `names` and those they are built FROM: each one's tag and
+    key (its recipe's hash, the label `io.tfgpu.standin.key`)."""
     t0 = time.monotonic()
     x86 = [n for n in names if n != L4T_STANDIN]
-    if x86:
-        build_all(x86)
+    results = build_all(x86) if x86 else []
     if L4T_STANDIN in names:
-        build_l4t()
+        results.append(build_l4t())
     say(f"stand-ins {' '.join(names)}: ready in {time.monotonic() - t0:.0f}s")
+    return {result.tag: result.key for result in results}
 
 
-def build_image(client: docker.DockerClient, image: SuiteImage, env: dict[str, str]) -> bool:
-    command = [sys.executable, str(ROOT / "build.py"), "build", *image.build]
-    command += [] if image.table else ["--json"]
+def sources_digest(root: Path = ROOT) -> str:
+    """A hash of the paths and contents of every file under INPUTS (caches left out)."""
+    digest = hashlib.sha256()
+    for top in INPUTS:
+        start = root / top
+        files = [start] if start.is_file() else sorted(p for p in start.rglob("*") if p.is_file())
+        for path in files:
+            relative = path.relative_to(root).as_posix()
+            if any(part in relative for part in NOT_INPUTS):
+                continue
+            digest.update(f"{relative}\0{len(path.read_bytes())}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def inputs_key(arguments: list[str], standins: dict[str, str], sources: str, engine: str) -> str:
+    """What one image is made from: its `./kit build` arguments, its stand-ins' tags and keys,
+    the kit's sources, the engine's version. No path of this checkout: a fresh clone elsewhere
+    of the same sources keeps the images."""
+    blob = json.dumps([arguments, sorted(standins.items()), sources, engine])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def kept(record: BuildRecord | None, inputs: str, present: str | None) -> bool:
+    """Whether the image of `record` is still what a build with `inputs` would make: the build
+    succeeded from the same inputs and made the image that is under its tag now."""
+    return (
+        record is not None
+        and record.returncode == 0
+        and record.inputs == inputs
+        and bool(record.image_id)
+        and record.image_id == present
+    )
+
+
+def build_image(
+    client: docker.DockerClient, image: SuiteImage, env: dict[str, str], inputs: str, rebuild: bool
+) -> bool:
+    command = build_command(image)
     replaced = image_id(client, image.ref)
+    if not rebuild and kept(read_record(image.key), inputs, replaced):
+        say(f"{image.ref}: kept, its inputs unchanged (key {inputs}) ({image.line()})")
+        return True
     t0 = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
-    write_record(image.key, BuildRecord(command, done.returncode, done.stdout, done.stderr))
+    made = image_id(client, image.ref) if done.returncode == 0 else None
+    record = BuildRecord(command, done.returncode, done.stdout, done.stderr, inputs, made or "")
+    write_record(image.key, record)
     seconds = time.monotonic() - t0
     if done.returncode != 0:
         say(f"FAILED ({done.returncode}) after {seconds:.0f}s: {image.line()}")
@@ -67,6 +121,11 @@ def build_image(client: docker.DockerClient, image: SuiteImage, env: dict[str, s
     dropped = drop_replaced(client, replaced, image.ref)
     say(f"{image.ref}: {seconds:.0f}s, {dropped}{drop_build_cache(client)} ({image.line()})")
     return True
+
+
+def build_command(image: SuiteImage) -> list[str]:
+    command = [sys.executable, str(ROOT / "build.py"), "build", *image.build]
+    return command + ([] if image.table else ["--json"])
 
 
 def image_id(client: docker.DockerClient, ref: str) -> str | None:
@@ -127,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--standins-only", action="store_true", help="build the groups' stand-ins, no image"
     )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build every image, also those whose inputs have not changed since their last build",
+    )
     parser.add_argument("--list", action="store_true", help="print the build lines and exit")
     args = parser.parse_args(argv)
     if unknown := set(args.groups) - set(GROUPS):
@@ -141,22 +205,33 @@ def main(argv: list[str] | None = None) -> int:
     standins = list(dict.fromkeys(name for image in images for name in image.standins))
     try:
         build_standins(standins)
+        if args.standins_only:
+            return 0
+        return 0 if build_images(images, args.rebuild) else 1
     except StandinError as exc:
         say(f"stand-ins: {exc}")
         return 1
-    if args.standins_only:
-        return 0
+    finally:
+        say(f"{', '.join(groups)}: done in {time.monotonic() - t0:.0f}s")
+
+
+def build_images(images: list[SuiteImage], rebuild: bool) -> bool:
+    """Build (or keep) each image in turn; False at the first that fails."""
     env = builds_env()
+    sources = sources_digest()
     client = docker.from_env(timeout=600)
     try:
+        engine = str(client.version().get("Version", ""))
         for image in images:
-            if not build_image(client, image, env):
-                return 1
-        say(f"{', '.join(groups)}: {len(images)} images in {time.monotonic() - t0:.0f}s; "
-            f"{disk_line(client)}")  # fmt: skip
+            # its own stand-ins and those they are built FROM (up to date: a check of their keys)
+            own = build_standins(list(image.standins))
+            inputs = inputs_key(build_command(image)[2:], own, sources, engine)
+            if not build_image(client, image, env, inputs, rebuild):
+                return False
+        say(f"{len(images)} images ready; {disk_line(client)}")
+        return True
     finally:
         client.close()
-    return 0
 
 
 if __name__ == "__main__":
