@@ -159,3 +159,25 @@ def test_a_reachable_or_absent_probe_is_rendered(
     exit_action = any("ACTION=exit" in item for item in env)
     for container in containers:
         assert ("startupProbe" in container) is not exit_action
+
+
+def test_the_loop_ends_once_the_answers_are_enough(capsys: pytest.CaptureFixture[str]) -> None:
+    """`enough` ends the watch at the answer that satisfies it, before `until_s`; without it the
+    loop runs to `until_s`."""
+    container = rendered(capsys, "--kind", "all")[0]
+    _, liveness = kubelet_probes.probes(container)
+    assert liveness is not None
+
+    def two_passes(found: kubelet_probes.Outcome) -> bool:
+        return sum(kind == "liveness" and ok for _, kind, ok in found.answers) >= 2
+
+    timeline = Timeline(up_at=30)
+    found = kubelet_probes.watch(
+        container, timeline.check, 3600, clock=timeline.clock, sleep=timeline.sleep,
+        enough=two_passes,
+    )  # fmt: skip
+    kinds = [(kind, ok) for _, kind, ok in found.answers]
+    assert kinds[-2:] == [("liveness", True)] * 2 and kinds.count(("liveness", True)) == 2
+    assert timeline.now < 3600 and found.restarted_at_s is None
+    everything = outcome(container, Timeline(up_at=30), until_s=3600)
+    assert len(everything.answers) > len(found.answers) + 100
