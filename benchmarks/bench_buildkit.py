@@ -86,11 +86,17 @@ def main() -> int:
     client = docker.from_env(timeout=600)
     times: dict[str, list[tuple[float, float]]] = {b: [] for b in BUILDERS}
     print(f"{args.image}: {args.runs} run(s) each way, --no-cache; BuildKit: {found.why}")
-    for run in range(args.runs):
+    try:
+        for run in range(args.runs):
+            for builder in BUILDERS:
+                got = build_once(args.image, args.base_registry, builder, path)
+                times[builder].append(got)
+                print(
+                    f"  run {run + 1} {builder:8}: build {got[0]:6.1f} s, command {got[1]:6.1f} s"
+                )
+                drop(client, builder)
+    finally:  # a failed or interrupted build leaves no image of the benchmark's behind
         for builder in BUILDERS:
-            got = build_once(args.image, args.base_registry, builder, path)
-            times[builder].append(got)
-            print(f"  run {run + 1} {builder:8}: build {got[0]:6.1f} s, command {got[1]:6.1f} s")
             drop(client, builder)
     medians = {
         b: (statistics.median(t[0] for t in v), statistics.median(t[1] for t in v))
