@@ -408,6 +408,42 @@ def test_a_child_failing_before_exec_exits_126_and_never_runs_the_parents_code()
     assert "Traceback" not in r.stderr
 
 
+SIGNAL_STATE = ["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"]
+
+
+@pytest.mark.parametrize("pid1", [False, True], ids=["exec", "pid1"])
+def test_the_command_gets_the_signals_it_would_get_without_tfgpu(pid1: bool) -> None:
+    """Python's start ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across
+    exec: the command must get them at their default, as from a shell or subprocess. Compared
+    with the same command started here without tfgpu (what this host's runner ignores, it
+    ignores in both)."""
+    _pid1_available()
+    prefix = UNSHARE if pid1 else []
+    direct = subprocess.run(
+        [*prefix, *SIGNAL_STATE], env=env(), capture_output=True, text=True, timeout=30
+    )
+    through = subprocess.run(
+        [*prefix, *TFGPU, "run", "--", *SIGNAL_STATE],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert direct.returncode == through.returncode == 0, through.stderr
+    assert through.stdout == direct.stdout
+    ignored = int(re.search(r"SigIgn:\s*([0-9a-f]+)", through.stdout).group(1), 16)  # type: ignore[union-attr]
+    assert not ignored & (1 << (signal.SIGPIPE - 1)), through.stdout
+
+
+def test_a_pipeline_ends_quietly_when_its_reader_leaves() -> None:
+    """`yes | head -1`: yes dies of SIGPIPE, as in any shell, instead of writing on to a closed
+    pipe and saying "Broken pipe"."""
+    r = run("run", "--", "sh", "-c", "yes | head -n 1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "y\n"
+    assert "Broken pipe" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize(
     "extra",
     [

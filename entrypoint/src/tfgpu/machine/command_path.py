@@ -12,7 +12,20 @@ import os
 
 TYPE_CHECKING = False  # not `from typing import …`: importing typing costs ms at start-up
 if TYPE_CHECKING:
+    import signal
     from typing import Dict, List, Mapping, NoReturn, Optional, Tuple
+else:
+    # `_signal`, the C module the interpreter has loaded already (`signal` imports enum)
+    try:
+        import _signal as signal
+    except ImportError:  # an interpreter without it
+        import signal
+
+# What Python's start sets to ignored and an exec would hand down so (subprocess puts them back
+# to their default in its child: restore_signals, _Py_RestoreSignals)
+PYTHON_IGNORED = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name)
+)
 
 
 def candidates(name: str, env: "Mapping[str, str]") -> "List[str]":
@@ -34,14 +47,25 @@ def exec_command(command: "List[str]", env: "Mapping[str, str]") -> "NoReturn":
     """os.execvpe(command[0], command, env): returns only by raising. The file it would run (the
     first executable of that name on PATH) is tried first without its search, which imports
     `warnings` (os.get_exec_path): ~0.2 ms of start-up (-X importtime). If that exec fails,
-    execvpe itself goes on to the next PATH entry and raises its own error, as before."""
-    path = which(command[0], env)
-    if path is not None:
-        try:  # noqa: SIM105 (contextlib.suppress: one more import at start-up)
-            os.execve(path, command, env)
-        except OSError:
-            pass
-    os.execvpe(command[0], command, env)
+    execvpe itself goes on to the next PATH entry and raises its own error, as before.
+
+    The command gets SIGPIPE and SIGXFSZ at their default, as it would from a shell or from
+    subprocess: Python's start ignores them, and an ignored signal stays ignored across exec
+    (`yes | head -1` would say "Broken pipe" and a writer to a closed pipe would go on). They
+    are ignored again if no exec succeeds, for the error this process then writes."""
+    for number in PYTHON_IGNORED:
+        signal.signal(number, signal.SIG_DFL)
+    try:
+        path = which(command[0], env)
+        if path is not None:
+            try:  # noqa: SIM105 (contextlib.suppress: one more import at start-up)
+                os.execve(path, command, env)
+            except OSError:
+                pass
+        os.execvpe(command[0], command, env)
+    finally:  # reached only when no exec succeeded
+        for number in PYTHON_IGNORED:
+            signal.signal(number, signal.SIG_IGN)
 
 
 def _is_python(path: str) -> bool:
