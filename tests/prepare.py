@@ -75,8 +75,9 @@ def sources_digest(root: Path = ROOT) -> str:
             relative = path.relative_to(root).as_posix()
             if any(part in relative for part in NOT_INPUTS):
                 continue
-            digest.update(f"{relative}\0{len(path.read_bytes())}\0".encode())
-            digest.update(path.read_bytes())
+            content = path.read_bytes()
+            digest.update(f"{relative}\0{len(content)}\0".encode())
+            digest.update(content)
     return digest.hexdigest()
 
 
@@ -123,9 +124,13 @@ def build_image(
     return True
 
 
+def build_arguments(image: SuiteImage) -> list[str]:
+    """`./kit build`'s arguments for `image` (`--json`, or the people's table)."""
+    return ["build", *image.build, *([] if image.table else ["--json"])]
+
+
 def build_command(image: SuiteImage) -> list[str]:
-    command = [sys.executable, str(ROOT / "build.py"), "build", *image.build]
-    return command + ([] if image.table else ["--json"])
+    return [sys.executable, str(ROOT / "build.py"), *build_arguments(image)]
 
 
 def image_id(client: docker.DockerClient, ref: str) -> str | None:
@@ -225,7 +230,7 @@ def build_images(images: list[SuiteImage], rebuild: bool) -> bool:
         for image in images:
             # its own stand-ins and those they are built FROM (up to date: a check of their keys)
             own = build_standins(list(image.standins))
-            inputs = inputs_key(build_command(image)[2:], own, sources, engine)
+            inputs = inputs_key(build_arguments(image), own, sources, engine)
             if not build_image(client, image, env, inputs, rebuild):
                 return False
         say(f"{len(images)} images ready; {disk_line(client)}")
